@@ -1,0 +1,93 @@
+"""The `lahar` command line: one sub-command per process of ARCHITECTURE.md's table.
+
+Thin shells only: each command reads `Settings`, wires the layers and runs; no decisions live here.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from lahar import __version__
+from lahar.settings import Settings
+
+__all__ = ["app"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="lahar: Volcano-compatible batch scheduling.")
+console = Console(stderr=True)
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+
+
+def _banner(cluster, *, title: str) -> None:  # noqa: ANN001 - devcluster.runtime.Cluster
+    kubeconfig = Path(cluster.kubeconfig).resolve()
+    console.print(f"[bold green]{title}[/] API server at {cluster.url}")
+    console.print(f"  nodes: {len(cluster.node_names)} ({cluster.profile_name})")
+    console.print("  point kubectl at it:")
+    console.print(f"    [bold]kubectl --kubeconfig {kubeconfig} get nodes[/]")
+    console.print(f"    or: export KUBECONFIG={kubeconfig}")
+    console.print("  Ctrl-C stops it; the state stays in the data dir for the next start.")
+
+
+@app.command()
+def version() -> None:
+    """Print lahar's version."""
+    typer.echo(__version__)
+
+
+@app.command()
+def devcluster(
+    port: int = typer.Option(None, help="HTTPS port on loopback (default 6443, 0 = any free port)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    data_dir: Path = typer.Option(None, "--data-dir", help="State, certificates and kubeconfig (default .lahar)."),
+    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, or a YAML file."),
+    nodes: int = typer.Option(None, help="Number of simulated nodes."),
+) -> None:
+    """Run the embedded Kubernetes-compatible API server with simulated nodes."""
+    from devcluster import runtime
+
+    settings = Settings()
+    cluster = runtime.Cluster(
+        data_dir=data_dir or settings.data_dir,
+        host=host,
+        port=settings.devcluster_port if port is None else port,
+        profile=profile or settings.profile,
+        nodes=settings.nodes if nodes is None else nodes,
+    )
+    cluster.start()
+    try:
+        _banner(cluster, title="lahar devcluster is up.")
+        _wait_for_signal()
+    finally:
+        console.print("stopping…")
+        cluster.stop()
+
+
+@app.command()
+def up(
+    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, or a YAML file."),
+    nodes: int = typer.Option(None, help="Number of simulated nodes."),
+    data_dir: Path = typer.Option(None, "--data-dir", help="Where all state lives (default .lahar)."),
+    port: int = typer.Option(None, help="API server port (default 6443)."),
+) -> None:
+    """Run everything on this machine: the embedded cluster and lahar's processes."""
+    devcluster(port=port, host="127.0.0.1", data_dir=data_dir, profile=profile, nodes=nodes)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
