@@ -1,0 +1,108 @@
+"""One running devcluster: the API server, the simulated nodes of a profile and their kubelets.
+
+What `lahar devcluster` and `lahar up` start; the parts themselves live in `server`, `nodes` and `kubelet`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from devcluster import kubelet, nodes, profiles
+from devcluster.server import DevCluster
+from kube import errors
+from kube.memory import MemoryClient
+
+__all__ = ["Cluster"]
+
+log = logging.getLogger(__name__)
+
+SIMULATED_LABEL = "lahar.sh/simulated"
+
+
+class Cluster:
+    """`start()` serves the API and brings the profile's nodes up; `stop()` ends it all, keeping the state on disk."""
+
+    def __init__(self, *, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
+                 profile: str = "cpu-small", nodes: int | None = None, republish_interval: float = 2.0) -> None:
+        self.data_dir = Path(data_dir)
+        self.server = DevCluster(self.data_dir, host=host, port=port)
+        self.profile = profiles.load(profile)
+        self.node_count = nodes
+        self.republish_interval = republish_interval
+        self.objects: list[dict[str, Any]] = []
+        self.node_names: list[str] = []
+        self.kubelets: kubelet.SimulatedKubelets | None = None
+        self.client: MemoryClient | None = None
+        self._stop = threading.Event()
+        self._republisher: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.server.kubeconfig
+
+    @property
+    def profile_name(self) -> str:
+        return self.profile.name
+
+    def start(self) -> Cluster:
+        self.server.start()
+        self.client = MemoryClient(store=self.server.store)
+        self.objects = nodes.build(self.profile, self.node_count) if self.node_count != 0 else []
+        self.node_names = nodes.node_names(self.objects)
+        self._retire_other_nodes()
+        nodes.publish(self.client, self.objects)
+        if self.node_names:
+            node_objs = [o for o in self.objects if o["kind"] == "Node"]
+            self.kubelets = kubelet.SimulatedKubelets(self.client, self.node_names, nodes=node_objs)
+            self.kubelets.start()
+        self._stop.clear()
+        self._republisher = threading.Thread(target=self._republish_loop, name="devcluster-inventory", daemon=True)
+        self._republisher.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._republisher is not None:
+            self._republisher.join(timeout=10)
+            self._republisher = None
+        if self.kubelets is not None:
+            self.kubelets.stop()
+            self.kubelets = None
+        self.server.stop()
+
+    def _retire_other_nodes(self) -> None:
+        """Simulated nodes of an earlier start that this start's profile and count no longer have are removed."""
+        assert self.client is not None
+        rt = self.client.registry.get("", "v1", "nodes")
+        assert rt is not None
+        wanted = set(self.node_names)
+        for node in self.client.list(rt, label_selector=f"{SIMULATED_LABEL}=true")["items"]:
+            name = node["metadata"]["name"]
+            if name not in wanted:
+                with contextlib.suppress(errors.NotFound):
+                    self.client.delete(rt, name)
+
+    def _republish_loop(self) -> None:
+        """Inventory objects whose CRDs are applied later (Numatopology, Device) are published once they can be."""
+        published = {(o["apiVersion"], o["kind"]) for o in self.objects
+                     if self.client and self.client.registry.by_kind(o["apiVersion"], o["kind"])}
+        while not self._stop.wait(self.republish_interval):
+            assert self.client is not None
+            pending = [o for o in self.objects if (o["apiVersion"], o["kind"]) not in published
+                       and self.client.registry.by_kind(o["apiVersion"], o["kind"]) is not None]
+            if not pending:
+                continue
+            try:
+                nodes.publish(self.client, pending, include_nodes=False)
+                published |= {(o["apiVersion"], o["kind"]) for o in pending}
+            except errors.ApiError as exc:
+                log.warning("publishing the node inventory failed: %s", exc)

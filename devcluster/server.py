@@ -1,0 +1,889 @@
+"""devcluster's HTTPS front: kube-apiserver's REST protocol over `kube.store.Store`, served by uvicorn.
+
+The thin shell of devcluster: `ApiServer` is a plain ASGI app (routing, auth, content negotiation, watch streaming,
+Status errors) that calls the synchronous store in a threadpool; `DevCluster` owns the data directory (PKI, token,
+SQLite state, kubeconfig) and runs uvicorn with TLS in a background thread (`start`/`stop`) or in the foreground
+(`serve_forever`). Decisions live in the store; discovery, OpenAPI and Table documents in their own modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hmac
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import anyio.to_thread
+import orjson
+import uvicorn
+import yaml
+
+from devcluster import config, discovery, openapi, protobuf, tables
+from kube import errors
+from kube.resources import Registry, ResourceType, core
+
+__all__ = ["ApiServer", "DevCluster", "ResourcePath", "parse_resource_path"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[Obj], Any]
+
+CRD_GROUP, CRD_PLURAL = "apiextensions.k8s.io", "customresourcedefinitions"
+OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+DEFAULT_WATCH_TIMEOUT = 1800.0
+_PATCH_TYPES = {
+    "application/json-patch+json": "json",
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+}
+_FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _not_found_path() -> errors.NotFound:
+    return errors.NotFound("the server could not find the requested resource", details={})
+
+
+# --- routing (pure) ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResourcePath:
+    """A parsed `/api/v1/...` or `/apis/<g>/<v>/...` resource URL."""
+
+    group: str
+    version: str
+    plural: str
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+    watch: bool = False  # the legacy `/watch/` prefix
+
+
+def parse_resource_path(group: str, version: str, rest: list[str]) -> ResourcePath | None:
+    """`rest` is what follows the group-version: `[watch/][namespaces/<ns>/]<plural>[/<name>[/<sub>]]`."""
+    watch = False
+    if rest and rest[0] == "watch":
+        watch, rest = True, rest[1:]
+    namespace = None
+    if (len(rest) >= 3 and rest[0] == "namespaces"
+            and not (group == "" and len(rest) == 3 and rest[2] in ("status", "finalize"))):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3 or any(not part for part in rest):
+        return None
+    return ResourcePath(group, version, rest[0], namespace, rest[1] if len(rest) > 1 else None,
+                        rest[2] if len(rest) > 2 else None, watch)
+
+
+def _accept_as(accept: str) -> str | None:
+    """Which server-side transformation the Accept header asks for first: "Table", "PartialObjectMetadata"[List]."""
+    for part in accept.split(","):
+        pieces = [p.strip() for p in part.split(";")]
+        params = dict(p.partition("=")[::2] for p in pieces[1:])
+        if "as" in params:
+            if params.get("g", "meta.k8s.io") == "meta.k8s.io" and params["as"] in (
+                    "Table", "PartialObjectMetadata", "PartialObjectMetadataList"):
+                return params["as"]
+            continue
+        if pieces[0] in ("application/json", "*/*", "application/*", "application/yaml"):
+            return None
+    return None
+
+
+def _bool(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+def _warning_header(text: str) -> tuple[bytes, bytes]:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return b"warning", f'299 - "{escaped}"'.encode()
+
+
+class _Query:
+    def __init__(self, raw: bytes) -> None:
+        self.items = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+        self.map: dict[str, str] = {}
+        for k, v in self.items:
+            self.map.setdefault(k, v)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.map.get(key, default)
+
+    def all(self, key: str) -> list[str]:
+        return [v for k, v in self.items if k == key]
+
+
+# --- ASGI plumbing -------------------------------------------------------------------------------------------
+
+class _Reply(Exception):
+    """Raised inside handlers to answer at once with a ready body."""
+
+    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json") -> None:
+        self.status, self.body, self.content_type = status, body, content_type
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+async def _respond(send: Send, status: int, body: bytes, *, content_type: bytes = b"application/json",
+                   warnings: list[str] | None = None) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-cache, private")]
+    for w in warnings or ():
+        headers.append(_warning_header(w))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ApiServer:
+    """The ASGI app: kube-apiserver's REST surface over a `kube.store.Store`."""
+
+    def __init__(self, store: Any, registry: Registry, *, token: str | None = None, bookmark_interval: float = 5.0,
+                 server_address: str = "", clock: Callable[[], dt.datetime] | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.server_address = server_address
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._openapi_cache: dict[str, tuple[tuple, Obj, str]] = {}
+        self._watches: set[_WatchStream] = set()
+        self._watches_lock = threading.Lock()
+        self._closing = False
+
+    # lifecycle ----------------------------------------------------------------------------------------------
+
+    def close_watches(self) -> None:
+        """End every open watch stream (called from any thread, e.g. on shutdown)."""
+        self._closing = True
+        with self._watches_lock:
+            streams = list(self._watches)
+        for s in streams:
+            s.close()
+
+    # entry ----------------------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        warnings: list[str] = []
+        try:
+            await self._dispatch(scope, receive, send, warnings)
+        except _Reply as r:
+            await _respond(send, r.status, r.body, content_type=r.content_type, warnings=warnings)
+        except errors.ApiError as e:
+            await _respond(send, e.code, _dumps(e.status()), warnings=warnings)
+        except Exception as e:  # noqa: BLE001 - every failure becomes a Status body, like kube-apiserver
+            log.exception("internal error serving %s %s", scope.get("method"), scope.get("path"))
+            err = errors.ApiError(f"Internal error occurred: {e}")
+            await _respond(send, 500, _dumps(err.status()))
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.token is None:
+            return True
+        for key, value in scope.get("headers") or ():
+            if key == b"authorization":
+                scheme, _, credential = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and hmac.compare_digest(credential.strip(), self.token)
+        return False
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, warnings: list[str]) -> None:
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if not path.startswith(OPEN_PATHS) and not self._authorized(scope):
+            raise errors.Unauthorized("Unauthorized")
+        parts = [p for p in path.split("/") if p]
+        query = _Query(scope.get("query_string") or b"")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        if not parts:
+            raise _Reply(200, _dumps({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3",
+                                                "/readyz", "/version"]}))
+        head = parts[0]
+        if head in ("healthz", "livez", "readyz"):
+            raise _Reply(200, b"ok", b"text/plain; charset=utf-8")
+        if head == "version" and len(parts) == 1:
+            raise _Reply(200, _dumps(discovery.version_info()))
+        if head == "openapi":
+            raise _Reply(200, _dumps(await self._openapi(parts[1:], query)))
+        if head == "api":
+            if len(parts) == 1:
+                raise _Reply(200, _dumps(discovery.api_versions(self.server_address)))
+            group, version, rest = "", parts[1], parts[2:]
+        elif head == "apis":
+            if len(parts) == 1:
+                raise _Reply(200, _dumps(discovery.api_group_list(self.registry)))
+            if len(parts) == 2:
+                doc = discovery.api_group(self.registry, parts[1])
+                if doc is None:
+                    raise _not_found_path()
+                raise _Reply(200, _dumps(doc))
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise _not_found_path()
+        if not rest:
+            doc = discovery.api_resource_list(self.registry, group, version)
+            if doc is None:
+                raise _not_found_path()
+            raise _Reply(200, _dumps(doc))
+        target = parse_resource_path(group, version, rest)
+        if target is None:
+            raise _not_found_path()
+        rt = self.registry.get(group, version, target.plural)
+        if rt is None or (target.namespace is not None and not rt.namespaced):
+            raise _not_found_path()
+        if target.subresource is not None and target.subresource not in rt.subresources:
+            raise _not_found_path()
+        await self._resource(rt, target, method, query, headers, scope, receive, send, warnings)
+
+    # OpenAPI ------------------------------------------------------------------------------------------------
+
+    async def _crds(self) -> list[Obj]:
+        crd_rt = self.registry.get(CRD_GROUP, "v1", CRD_PLURAL)
+        if crd_rt is None:
+            return []
+        listed = await self._call(self.store.list, crd_rt)
+        return listed.get("items") or []
+
+    async def _openapi(self, parts: list[str], query: _Query) -> Obj:
+        if not parts or parts[0] != "v3":
+            raise errors.NotFound("the server could not find the requested resource", details={})
+        crds = await self._crds()
+        docs: dict[str, tuple[Obj, str]] = {}
+        crd_key = tuple(sorted((c["metadata"].get("name", ""), c["metadata"].get("resourceVersion", ""))
+                               for c in crds))
+        for group, versions in self.registry.groups().items():
+            for version in versions:
+                key = openapi.group_version_key(group, version)
+                types_key = (tuple(self.registry.in_group_version(group, version)), crd_key)
+                cached = self._openapi_cache.get(key)
+                if cached is None or cached[0] != types_key:
+                    doc = openapi.group_version_document(self.registry, group, version, crds)
+                    if doc is None:
+                        continue
+                    cached = (types_key, doc, openapi.document_hash(doc))
+                    self._openapi_cache[key] = cached
+                docs[key] = (cached[1], cached[2])
+        if len(parts) == 1:
+            return openapi.index({k: h for k, (_, h) in docs.items()})
+        key = "/".join(parts[1:])
+        if key not in docs:
+            raise errors.NotFound("the server could not find the requested resource", details={})
+        return docs[key][0]
+
+    # resources ----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    def _request(self, query: _Query, warnings: list[str], *, dry_run_values: list[str] | None = None) -> Any:
+        from kube import store as kstore
+
+        dry = query.all("dryRun") if dry_run_values is None else dry_run_values
+        for value in dry:
+            if value != "All":
+                raise errors.BadRequest(f"Invalid dry run value: {value!r}; supported values: All")
+        validation = query.get("fieldValidation") or "Warn"
+        if validation not in _FIELD_VALIDATION:
+            raise errors.BadRequest(f"fieldValidation must be one of {', '.join(_FIELD_VALIDATION)}, "
+                                    f"got {validation!r}")
+        req = kstore.Request(user="admin", groups=("system:masters", "system:authenticated"),
+                             dry_run=bool(dry), field_validation=validation)
+        req.warnings = warnings
+        return req
+
+    async def _resource(self, rt: ResourceType, target: ResourcePath, method: str, query: _Query,
+                        headers: dict[str, str], scope: Scope, receive: Receive, send: Send,
+                        warnings: list[str]) -> None:
+        ns, name, sub = target.namespace, target.name, target.subresource
+        accept = headers.get("accept", "")
+        if method == "GET" and (target.watch or _bool(query.get("watch"))):
+            await self._watch(rt, target, query, accept, scope, receive, send)
+            return
+        if name is None:
+            if method == "GET":
+                listed = await self._call(self.store.list, rt, ns, label_selector=query.get("labelSelector") or None,
+                                          field_selector=query.get("fieldSelector") or None)
+                raise _Reply(200, _dumps(await self._render_list(rt, listed, accept, query)))
+            if method == "POST":
+                if rt.namespaced and ns is None:
+                    raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+                obj = self._decode(await _read_body(receive), headers)
+                obj = self._prepare(rt, obj, ns)
+                req = self._request(query, warnings)
+                created = await self._call(self.store.create, rt, ns, obj, req=req)
+                raise _Reply(201, _dumps(await self._render_one(rt, created, accept, query)))
+            if method == "DELETE":
+                await self._delete_collection(rt, ns, query, await _read_body(receive), headers, warnings)
+            raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+        if rt.namespaced and ns is None:
+            raise _not_found_path()
+        if sub in ("binding", "eviction"):
+            if method != "POST":
+                raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+            body = self._decode(await _read_body(receive), headers)
+            req = self._request(query, warnings)
+            fn = self.store.bind if sub == "binding" else self.store.evict
+            await self._call(fn, ns, name, body, req=req)
+            raise _Reply(201, _dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "code": 201}))
+        if sub == "log":
+            raise _Reply(200, b"", b"text/plain")
+        if sub == "scale":
+            await self._scale(rt, ns, name, method, query, headers, receive, warnings)
+        if method == "GET":
+            obj = await self._call(self.store.get, rt, ns, name)
+            raise _Reply(200, _dumps(await self._render_one(rt, obj, accept, query)))
+        if method == "PUT":
+            obj = self._decode(await _read_body(receive), headers)
+            obj = self._prepare(rt, obj, ns)
+            meta = obj.setdefault("metadata", {})
+            if meta.get("name") and meta["name"] != name:
+                raise errors.BadRequest(f"the name of the object ({meta['name']}) does not match the name on the "
+                                        f"URL ({name})")
+            meta["name"] = name
+            req = self._request(query, warnings)
+            updated = await self._call(self.store.update, rt, ns, name, obj, subresource=sub, req=req)
+            raise _Reply(200, _dumps(await self._render_one(rt, updated, accept, query)))
+        if method == "PATCH":
+            content_type = headers.get("content-type", "").split(";")[0].strip()
+            patch_type = _PATCH_TYPES.get(content_type)
+            if patch_type is None:
+                accepted = [t for t in _PATCH_TYPES if rt.group in ("", *_BUILTIN_GROUPS) or "strategic" not in t]
+                raise errors.UnsupportedMediaType(
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"{', '.join([*accepted, 'application/apply-patch+yaml'])}")
+            try:
+                patch = orjson.loads(await _read_body(receive))
+            except orjson.JSONDecodeError as e:
+                raise errors.BadRequest(f"error decoding patch: {e}") from None
+            req = self._request(query, warnings)
+            patched = await self._call(self.store.patch, rt, ns, name, patch, patch_type=patch_type,
+                                       subresource=sub, req=req)
+            raise _Reply(200, _dumps(await self._render_one(rt, patched, accept, query)))
+        if method == "DELETE" and sub is None:
+            opts = self._delete_options(query, await _read_body(receive), headers)
+            req = self._request(query, warnings, dry_run_values=opts.pop("dry_run"))
+            deleted = await self._call(self.store.delete, rt, ns, name, req=req, **opts)
+            pending = bool((deleted.get("metadata") or {}).get("deletionTimestamp"))
+            raise _Reply(202 if pending else 200, _dumps(deleted))
+        raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+
+    # bodies -------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _decode(body: bytes, headers: dict[str, str]) -> Obj:
+        content_type = headers.get("content-type", "application/json").split(";")[0].strip()
+        try:
+            if content_type in ("application/yaml", "application/x-yaml"):
+                obj = yaml.safe_load(body)
+            elif content_type in ("application/json", "*/*", ""):
+                obj = orjson.loads(body) if body.strip() else None
+            elif content_type == "application/vnd.kubernetes.protobuf":
+                obj = protobuf.decode(body)
+            else:
+                raise errors.UnsupportedMediaType(
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"application/json, application/yaml (got {content_type})")
+        except protobuf.ProtobufError as e:
+            raise errors.UnsupportedMediaType(str(e)) from None
+        except (orjson.JSONDecodeError, yaml.YAMLError) as e:
+            raise errors.BadRequest(f"couldn't get version/kind; json parse error: {e}") from None
+        if not isinstance(obj, dict):
+            raise errors.BadRequest("the body of the request must be a JSON object")
+        return obj
+
+    @staticmethod
+    def _prepare(rt: ResourceType, obj: Obj, ns: str | None) -> Obj:
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version and api_version != rt.api_version:
+            raise errors.BadRequest(f"the API version in the data ({api_version}) does not match the expected API "
+                                    f"version ({rt.api_version})")
+        if kind and kind != rt.kind:
+            raise errors.BadRequest(f"{kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                                    f"the object kind {kind!r} does not match the resource kind {rt.kind!r}")
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        elif not isinstance(meta, dict):
+            raise errors.BadRequest("metadata must be an object")
+        if rt.namespaced:
+            if meta.get("namespace") and ns is not None and meta["namespace"] != ns:
+                raise errors.BadRequest("the namespace of the provided object does not match the namespace sent on "
+                                        "the request")
+            if ns is not None:
+                meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        return obj
+
+    @staticmethod
+    def _delete_options(query: _Query, body: bytes, headers: dict[str, str]) -> Obj:
+        options: Obj = {}
+        if body.startswith(protobuf.MAGIC):
+            try:
+                options = protobuf.decode(body)
+            except protobuf.ProtobufError as e:
+                raise errors.UnsupportedMediaType(str(e)) from None
+        elif body.strip():
+            try:
+                options = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                try:
+                    options = yaml.safe_load(body) or {}
+                except yaml.YAMLError as e:
+                    raise errors.BadRequest(f"invalid DeleteOptions: {e}") from None
+            if not isinstance(options, dict):
+                raise errors.BadRequest("DeleteOptions must be an object")
+        policy = query.get("propagationPolicy") or options.get("propagationPolicy")
+        orphan = query.get("orphanDependents")
+        orphan_flag = _bool(orphan) if orphan is not None else options.get("orphanDependents")
+        if policy is None and orphan_flag is not None:
+            policy = "Orphan" if orphan_flag else "Background"
+        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+            raise errors.BadRequest(f"propagationPolicy {policy!r} is not one of Orphan, Background, Foreground")
+        grace = query.get("gracePeriodSeconds")
+        grace_value = options.get("gracePeriodSeconds") if grace is None else grace
+        try:
+            grace_seconds = int(grace_value) if grace_value is not None else None
+        except (TypeError, ValueError):
+            raise errors.BadRequest(f"invalid gracePeriodSeconds {grace_value!r}") from None
+        preconditions = options.get("preconditions") or None
+        dry = query.all("dryRun") or list(options.get("dryRun") or [])
+        return {"propagation_policy": policy, "grace_period_seconds": grace_seconds,
+                "preconditions": preconditions, "dry_run": dry}
+
+    async def _delete_collection(self, rt: ResourceType, ns: str | None, query: _Query, body: bytes,
+                                 headers: dict[str, str], warnings: list[str]) -> None:
+        opts = self._delete_options(query, body, headers)
+        req = self._request(query, warnings, dry_run_values=opts.pop("dry_run"))
+        opts.pop("preconditions", None)
+        listed = await self._call(self.store.list, rt, ns, label_selector=query.get("labelSelector") or None,
+                                  field_selector=query.get("fieldSelector") or None)
+        deleted = []
+        for item in listed.get("items") or []:
+            meta = item.get("metadata") or {}
+            try:
+                deleted.append(await self._call(self.store.delete, rt, meta.get("namespace") if rt.namespaced
+                                                else None, meta.get("name"), req=req, **opts))
+            except errors.NotFound:
+                continue
+        raise _Reply(200, _dumps({"apiVersion": rt.api_version, "kind": rt.list_kind,
+                                  "metadata": {"resourceVersion": str(self.store.resource_version)},
+                                  "items": deleted}))
+
+    async def _scale(self, rt: ResourceType, ns: str | None, name: str, method: str, query: _Query,
+                     headers: dict[str, str], receive: Receive, warnings: list[str]) -> None:
+        def scale_of(obj: Obj) -> Obj:
+            meta = obj.get("metadata") or {}
+            selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                    "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                      "creationTimestamp") if k in meta},
+                    "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+                    "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                               "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))}}
+
+        if method == "GET":
+            raise _Reply(200, _dumps(scale_of(await self._call(self.store.get, rt, ns, name))))
+        body = await _read_body(receive)
+        if method == "PUT":
+            replicas = (self._decode(body, headers).get("spec") or {}).get("replicas")
+        elif method == "PATCH":
+            patch = orjson.loads(body)
+            replicas = (patch.get("spec") or {}).get("replicas") if isinstance(patch, dict) else None
+            if isinstance(patch, list):
+                replicas = next((op.get("value") for op in patch if op.get("path") == "/spec/replicas"), None)
+        else:
+            raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+        if not isinstance(replicas, int):
+            raise errors.BadRequest("spec.replicas must be an integer")
+        req = self._request(query, warnings)
+        patched = await self._call(self.store.patch, rt, ns, name, {"spec": {"replicas": replicas}},
+                                   patch_type="merge", req=req)
+        raise _Reply(200, _dumps(scale_of(patched)))
+
+    # rendering ----------------------------------------------------------------------------------------------
+
+    async def _printer_columns(self, rt: ResourceType) -> list[Obj] | None:
+        """A CR's additionalPrinterColumns ([] when none), or None for a built-in kind."""
+        crd_rt = self.registry.get(CRD_GROUP, "v1", CRD_PLURAL)
+        if crd_rt is None or rt.group in _BUILTIN_GROUPS:
+            return None
+        try:
+            crd = await self._call(self.store.get, crd_rt, None, f"{rt.plural}.{rt.group}")
+        except errors.NotFound:
+            return None
+        for v in (crd.get("spec") or {}).get("versions") or []:
+            if v.get("name") == rt.version:
+                return list(v.get("additionalPrinterColumns") or [])
+        return []
+
+    async def _render_list(self, rt: ResourceType, listed: Obj, accept: str, query: _Query) -> Obj:
+        wanted = _accept_as(accept)
+        rv = (listed.get("metadata") or {}).get("resourceVersion", "")
+        items = listed.get("items") or []
+        if wanted == "Table":
+            return tables.table(rt.group, rt.kind, items, now=self.clock(), resource_version=rv,
+                                printer_columns=await self._printer_columns(rt),
+                                include_object=query.get("includeObject") or "Metadata")
+        if wanted in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": {"resourceVersion": rv}, "items": [_partial(o) for o in items]}
+        return listed
+
+    async def _render_one(self, rt: ResourceType, obj: Obj, accept: str, query: _Query) -> Obj:
+        wanted = _accept_as(accept)
+        if wanted == "Table":
+            rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+            return tables.table(rt.group, rt.kind, [obj], now=self.clock(), resource_version=rv,
+                                printer_columns=await self._printer_columns(rt),
+                                include_object=query.get("includeObject") or "Metadata")
+        if wanted == "PartialObjectMetadata":
+            return _partial(obj)
+        return obj
+
+    # watch --------------------------------------------------------------------------------------------------
+
+    async def _watch(self, rt: ResourceType, target: ResourcePath, query: _Query, accept: str, scope: Scope,
+                     receive: Receive, send: Send) -> None:
+        field_selector = query.get("fieldSelector") or None
+        if target.name is not None:
+            by_name = f"metadata.name={target.name}"
+            field_selector = f"{field_selector},{by_name}" if field_selector else by_name
+        try:
+            timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        except ValueError:
+            raise errors.BadRequest(f"invalid timeoutSeconds {query.get('timeoutSeconds')!r}") from None
+        rv = query.get("resourceVersion") or None
+        bookmarks = _bool(query.get("allowWatchBookmarks"))
+        wanted = _accept_as(accept)
+        printer_columns = await self._printer_columns(rt) if wanted == "Table" else None
+        stream = _WatchStream(self, rt, wanted, printer_columns, query.get("includeObject") or "Metadata",
+                              bookmarks, timeout)
+        try:
+            stream.watch = await self._call(self.store.watch, rt, target.namespace, resource_version=rv,
+                                            label_selector=query.get("labelSelector") or None,
+                                            field_selector=field_selector, allow_bookmarks=bookmarks)
+        except errors.Gone as e:
+            stream.gone = e
+        await stream.run(receive, send)
+
+
+_BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "events.k8s.io", "scheduling.k8s.io",
+                             "coordination.k8s.io", "networking.k8s.io", "rbac.authorization.k8s.io",
+                             "admissionregistration.k8s.io", "apiextensions.k8s.io", "autoscaling",
+                             "storage.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
+                             "authorization.k8s.io", "authentication.k8s.io", "flowcontrol.apiserver.k8s.io"})
+
+
+def _partial(obj: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}}
+
+
+class _WatchStream:
+    """One chunked watch response: bridges a StoreWatch's `on_ready` callback into the event loop."""
+
+    def __init__(self, app: ApiServer, rt: ResourceType, wanted: str | None, printer_columns: list[Obj] | None,
+                 include_object: str, bookmarks: bool, timeout: float) -> None:
+        self.app, self.rt, self.wanted = app, rt, wanted
+        self.printer_columns, self.include_object = printer_columns, include_object
+        self.bookmarks, self.timeout = bookmarks, timeout
+        self.watch: Any = None
+        self.gone: errors.ApiError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._done = False
+        self._columns_sent = False
+
+    def close(self) -> None:
+        self._done = True
+        if self.watch is not None:
+            self.watch.stop()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _on_ready(self) -> None:
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # loop closed while shutting down
+                loop.call_soon_threadsafe(self._wake.set)
+
+    def _encode(self, event: Obj) -> bytes:
+        kind, obj = event["type"], event["object"]
+        if kind != "ERROR":
+            if self.wanted == "Table":
+                if kind == "BOOKMARK":
+                    rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+                    obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
+                           "columnDefinitions": [], "rows": []}
+                else:
+                    obj = tables.table(self.rt.group, self.rt.kind, [obj], now=self.app.clock(),
+                                       resource_version=(obj.get("metadata") or {}).get("resourceVersion", ""),
+                                       printer_columns=self.printer_columns, include_object=self.include_object,
+                                       with_columns=not self._columns_sent)
+                    self._columns_sent = True
+            elif self.wanted in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+                obj = _partial(obj)
+        return _dumps({"type": kind, "object": obj}) + b"\n"
+
+    async def _listen(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self._done = True
+                self._wake.set()
+                return
+
+    async def run(self, receive: Receive, send: Send) -> None:
+        self._loop = asyncio.get_running_loop()
+        headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-cache, private"),
+                   (b"transfer-encoding", b"chunked")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if self.gone is not None:
+            await send({"type": "http.response.body", "more_body": False,
+                        "body": self._encode({"type": "ERROR", "object": self.gone.status()})})
+            return
+        watch = self.watch
+        watch.on_ready = self._on_ready
+        with self.app._watches_lock:
+            self.app._watches.add(self)
+        if self.app._closing:
+            self._done = True
+        listener = asyncio.ensure_future(self._listen(receive))
+        deadline = time.monotonic() + self.timeout
+        next_bookmark = time.monotonic() + self.app.bookmark_interval
+        try:
+            while not self._done:
+                self._wake.clear()
+                chunks = []
+                while (event := watch.next_event(0)) is not None:
+                    chunks.append(self._encode(event))
+                    if len(chunks) >= 500:
+                        break
+                if chunks:
+                    await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
+                    if len(chunks) >= 500:
+                        continue
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                if self.bookmarks and now >= next_bookmark:
+                    watch.bookmark()
+                    next_bookmark = now + self.app.bookmark_interval
+                    continue
+                wait = deadline - now
+                if self.bookmarks:
+                    wait = min(wait, next_bookmark - now)
+                try:
+                    async with asyncio.timeout(max(wait, 0.0)):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            listener.cancel()
+            watch.on_ready = None
+            watch.stop()
+            with self.app._watches_lock:
+                self.app._watches.discard(self)
+        with contextlib.suppress(Exception):  # the client may be gone already
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+# --- the embedded cluster ------------------------------------------------------------------------------------
+
+def _free_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+class DevCluster:
+    """The embedded API server: `start()` serves in a background thread, `serve_forever()` in the foreground.
+
+    `store` may be given (tests); otherwise a `kube.store.Store` over `devcluster.storage.SQLiteBackend` in
+    `<data_dir>/state.db`, with the webhook admission chain. `<data_dir>/kubeconfig` is written on every start.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0, *,
+                 store: Any = None, registry: Registry | None = None, admission: bool = True,
+                 bookmark_interval: float = 5.0, tick_interval: float = 0.25,
+                 extra_hosts: tuple[str, ...] = ()) -> None:
+        self.data = config.DataDir(data_dir)
+        self.host = host
+        self.port = port
+        self.registry = registry if registry is not None else getattr(store, "registry", None) or Registry.of(core())
+        self.store = store
+        self._own_store = store is None
+        self._admission_enabled = admission
+        self._admission: Any = None
+        self.bookmark_interval = bookmark_interval
+        self.tick_interval = tick_interval
+        self.extra_hosts = extra_hosts
+        self._ticker: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.token = ""
+        self.app: ApiServer | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    # paths --------------------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data.kubeconfig
+
+    @property
+    def ca_path(self) -> Path:
+        return self.data.ca_cert
+
+    # lifecycle ----------------------------------------------------------------------------------------------
+
+    def _open_store(self) -> None:
+        if self.store is not None:
+            return
+        from devcluster.storage import SQLiteBackend
+        from kube import store as kstore
+
+        backend = SQLiteBackend(self.data.database)
+        self.store = kstore.Store(registry=self.registry, backend=backend)
+        if self._admission_enabled:
+            from devcluster.admission import WebhookAdmission
+
+            self._admission = WebhookAdmission(self.store)
+            self.store.admission = self._admission
+
+    def _prepare(self) -> uvicorn.Server:
+        self.data.create()
+        config.ensure_pki(self.data, hosts=["localhost", "127.0.0.1", self.host, *self.extra_hosts])
+        self.token = config.ensure_token(self.data)
+        self._open_store()
+        self._socket = _free_socket(self.host, self.port)
+        self.port = self._socket.getsockname()[1]
+        self.app = ApiServer(self.store, self.registry, token=self.token, bookmark_interval=self.bookmark_interval,
+                             server_address=f"{self.host}:{self.port}")
+        config.write_kubeconfig(self.data, server=self.url, token=self.token)
+        uv_config = uvicorn.Config(self.app, ssl_certfile=str(self.data.serving_cert),
+                                   ssl_keyfile=str(self.data.serving_key), log_level="warning", lifespan="off",
+                                   access_log=False, timeout_graceful_shutdown=2, timeout_keep_alive=30)
+        return uvicorn.Server(uv_config)
+
+    def start(self) -> DevCluster:
+        """Serve in a background thread; returns once the server accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("devcluster already started")
+        self._server = self._prepare()
+        server, sock = self._server, self._socket
+        self._thread = threading.Thread(target=lambda: server.run(sockets=[sock]), name="devcluster",
+                                        daemon=True)
+        self._thread.start()
+        self._start_ticker()
+        while not server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("devcluster failed to start (see the log)")
+            time.sleep(0.01)
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in the calling (main) thread until SIGINT/SIGTERM."""
+        self._server = self._prepare()
+        self._start_ticker()
+        try:
+            self._server.run(sockets=[self._socket])
+        except KeyboardInterrupt:  # uvicorn re-raises the signal it handled; that is our normal exit
+            pass
+        finally:
+            self._stop_ticker()
+            self._close_store()
+
+    def _start_ticker(self) -> None:
+        """Background work of the store (cascading deletion, namespace termination, GC) every `tick_interval`."""
+        self._stopping.clear()
+        store = self.store
+
+        def run() -> None:
+            while not self._stopping.wait(self.tick_interval):
+                try:
+                    store.tick()
+                except Exception:  # noqa: BLE001 - keep ticking; the store logs its own state
+                    log.exception("store tick failed")
+
+        self._ticker = threading.Thread(target=run, name="devcluster-tick", daemon=True)
+        self._ticker.start()
+
+    def _stop_ticker(self) -> None:
+        self._stopping.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=10)
+            self._ticker = None
+
+    def stop(self) -> None:
+        """Stop serving, end watches, close the store (when devcluster opened it)."""
+        if self.app is not None:
+            self.app.close_watches()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._stop_ticker()
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        self._close_store()
+
+    def _close_store(self) -> None:
+        if self._admission is not None:
+            self._admission.close()
+            self._admission = None
+        if self._own_store and self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def __enter__(self) -> DevCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""Client conformance: one suite (`suite.py`) run on MemoryClient and on RestClient against devcluster."""

@@ -1,0 +1,63 @@
+"""Shared pytest fixtures: `live_devcluster`, a real devcluster over HTTPS on a free loopback port.
+
+Session-scoped (one per xdist worker): tests isolate themselves with fresh namespaces. In-process, so `.store` is
+the engine behind it; `small_history()` lazily starts a second cluster whose store keeps few watch events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SMALL_HISTORY = 20
+
+
+@dataclass
+class LiveCluster:
+    url: str
+    kubeconfig: Path
+    token: str
+    ca_path: Path
+    store: Any
+    data_dir: Path
+    devcluster: Any
+    _extra: list[Any] = field(default_factory=list)
+    _small: tuple[Any, int] | None = None
+
+    def small_history(self) -> tuple[Any, int]:
+        """(a RestClient on a second devcluster keeping only SMALL_HISTORY watch events, that size)."""
+        if self._small is None:
+            from devcluster.server import DevCluster
+            from kube import kubeconfig, store
+            from kube.rest import RestClient
+
+            dc = DevCluster(self.data_dir.parent / "small", store=store.Store(history=SMALL_HISTORY),
+                            bookmark_interval=1.0).start()
+            client = RestClient(kubeconfig.load(dc.kubeconfig))
+            self._extra += [client, dc]
+            self._small = (client, SMALL_HISTORY)
+        return self._small
+
+    def close(self) -> None:
+        for thing in self._extra:
+            thing.close() if hasattr(thing, "close") else thing.stop()
+        self.devcluster.stop()
+
+
+@pytest.fixture(scope="session")
+def live_devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
+    """A devcluster (SQLite state, TLS, bearer token) serving on 127.0.0.1:<free port> for this session."""
+    from devcluster.server import DevCluster
+
+    data_dir = tmp_path_factory.mktemp("devcluster") / "data"
+    dc = DevCluster(data_dir, bookmark_interval=1.0).start()
+    live = LiveCluster(url=dc.url, kubeconfig=dc.kubeconfig, token=dc.token, ca_path=dc.ca_path, store=dc.store,
+                       data_dir=data_dir, devcluster=dc)
+    try:
+        yield live
+    finally:
+        live.close()
