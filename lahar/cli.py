@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from lahar import __version__
+from lahar import __version__, commands
 from lahar.settings import Settings
 
 __all__ = ["app"]
@@ -83,6 +83,9 @@ def up(
 ) -> None:
     """Run everything on this machine: the embedded cluster and lahar's processes."""
     devcluster(port=port, host="127.0.0.1", data_dir=data_dir, profile=profile, nodes=nodes)
+
+
+commands.register_all(app)
 
 
 def main() -> None:

@@ -61,3 +61,59 @@ def live_devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCl
         yield live
     finally:
         live.close()
+
+
+@dataclass
+class RedisServer:
+    url: str
+    port: int
+    proc: Any
+    data_dir: Path
+
+    def restart(self) -> None:
+        """Stop and start the same server (same port, no persistence): what a Redis restart looks like."""
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.proc = _start_redis(self.port, self.data_dir)
+
+
+def _start_redis(port: int, data_dir: Path) -> Any:
+    import socket
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(data_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("redis-server did not start in 20 s")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on a free loopback port for this session (one per xdist worker)."""
+    import shutil
+    import socket
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data_dir = tmp_path_factory.mktemp("redis")
+    server = RedisServer(url=f"redis://127.0.0.1:{port}/0", port=port, proc=_start_redis(port, data_dir),
+                         data_dir=data_dir)
+    try:
+        yield server
+    finally:
+        server.proc.terminate()
+        server.proc.wait(10)
