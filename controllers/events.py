@@ -1,0 +1,65 @@
+"""Kubernetes Events from reconcilers: what `kubectl describe` shows under "Events".
+
+`record(ctx, obj, type_, reason, message)` writes a core/v1 Event about `obj`; a repeat of the same
+(object, reason, message) bumps `count` on the existing Event like client-go's recorder does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import Any
+
+from controllers.context import Context
+from kube import errors
+
+__all__ = ["record"]
+
+
+def _ts(ctx: Context) -> str:
+    return ctx.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record(ctx: Context, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    """Best effort: an Event that cannot be written is dropped (Events never fail a reconcile)."""
+    rt = ctx.client.registry.get("", "v1", "events")
+    if rt is None:
+        return
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    digest = hashlib.sha1(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:10]
+    name = f"{meta.get('name')}.{digest}"
+    now = _ts(ctx)
+    try:
+        current = ctx.client.get(rt, name, namespace=namespace)
+        current["count"] = int(current.get("count") or 1) + 1
+        current["lastTimestamp"] = now
+        ctx.client.update(rt, current, namespace=namespace)
+        return
+    except errors.NotFound:
+        pass
+    except errors.ApiError:
+        return
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": ctx.component},
+        "reportingComponent": ctx.component,
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+    }
+    with contextlib.suppress(errors.ApiError):
+        ctx.client.create(rt, event, namespace=namespace)
