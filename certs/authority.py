@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["KeyPair", "issue", "load", "new_ca", "write"]
+__all__ = ["KeyPair", "hosts", "is_signed_by", "issue", "load", "new_ca", "serving_hosts", "split_pem", "write"]
 
 
 @dataclass(frozen=True)
@@ -47,16 +48,16 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def _validity(days: int) -> tuple[dt.datetime, dt.datetime]:
-    now = dt.datetime.now(dt.UTC)
+def _validity(days: int, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
+    now = now or dt.datetime.now(dt.UTC)
     return now - dt.timedelta(minutes=5), now + dt.timedelta(days=days)
 
 
-def new_ca(common_name: str, days: int = 3650) -> KeyPair:
-    """A self-signed CA certificate (ECDSA P-256) allowed to sign certificates."""
+def new_ca(common_name: str, days: int = 3650, *, now: dt.datetime | None = None) -> KeyPair:
+    """A self-signed CA certificate (ECDSA P-256) allowed to sign certificates, valid from `now` (default: now)."""
     key = _new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    not_before, not_after = _validity(days)
+    not_before, not_after = _validity(days, now)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -83,13 +84,13 @@ def _san(host: str) -> x509.GeneralName:
 
 
 def issue(ca: KeyPair, *, common_name: str, hosts: list[str] | tuple[str, ...] = (), days: int = 365,
-          client: bool = False, organizations: tuple[str, ...] = ()) -> KeyPair:
+          client: bool = False, organizations: tuple[str, ...] = (), now: dt.datetime | None = None) -> KeyPair:
     """A leaf certificate signed by `ca`: serving (SANs from `hosts`, DNS names or IPs) or, with `client`, client auth."""
     key = _new_key()
     ca_cert, ca_key = ca.certificate, ca.private_key
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-    not_before, not_after = _validity(days)
+    not_before, not_after = _validity(days, now)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name(attrs))
@@ -126,3 +127,54 @@ def write(pair: KeyPair, cert_path: str | os.PathLike[str], key_path: str | os.P
 def load(cert_path: str | os.PathLike[str], key_path: str | os.PathLike[str]) -> KeyPair:
     """Read a pair written by `write` (or any PEM certificate + unencrypted key)."""
     return KeyPair(Path(cert_path).read_bytes(), Path(key_path).read_bytes())
+
+
+def serving_hosts(service: str, namespace: str) -> list[str]:
+    """The names a webhook Service is reached by, plus loopback: what `lahar certs` puts in the serving SANs."""
+    svc = f"{service}.{namespace}.svc"
+    return [service, f"{service}.{namespace}", svc, f"{svc}.cluster.local", "localhost", "127.0.0.1"]
+
+
+def hosts(cert_pem: bytes) -> list[str]:
+    """The DNS names and IP addresses in a certificate's subjectAltName, in order (empty without the extension)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    out: list[str] = []
+    for name in san:
+        if isinstance(name, x509.DNSName):
+            out.append(name.value)
+        elif isinstance(name, x509.IPAddress):
+            out.append(str(name.value))
+    return out
+
+
+def is_signed_by(cert_pem: bytes, ca_cert_pem: bytes) -> bool:
+    """True when `ca_cert_pem`'s key signed `cert_pem` (the first certificate of each)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    ca = x509.load_pem_x509_certificate(ca_cert_pem)
+    if cert.issuer != ca.subject:
+        return False
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def split_pem(bundle: bytes) -> list[bytes]:
+    """The PEM certificates of a bundle, each with its BEGIN/END lines and a trailing newline."""
+    out: list[bytes] = []
+    begin, end = b"-----BEGIN CERTIFICATE-----", b"-----END CERTIFICATE-----"
+    pos = 0
+    while True:
+        start = bundle.find(begin, pos)
+        if start < 0:
+            return out
+        stop = bundle.find(end, start)
+        if stop < 0:
+            return out
+        pos = stop + len(end)
+        out.append(bundle[start:pos] + b"\n")

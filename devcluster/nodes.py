@@ -411,12 +411,21 @@ def link(group: NodeGroup, a: _PCIDevice, b: _PCIDevice) -> str:
 
 
 def gpu_topology(group: NodeGroup, devices: list[_PCIDevice]) -> Obj:
-    """The node's GPU inventory and link matrix, published as the `lahar.sh/gpu-topology` node annotation."""
+    """The node's GPU inventory and link matrix, published as the `lahar.sh/gpu-topology` node annotation.
+
+    A GPU in MIG mode carries `migDevices` ({profile: count}, the static "mixed" geometry it is partitioned into)."""
     gpus = [d for d in devices if d.kind == "gpu"]
     nics = [d for d in devices if d.kind == "rdma"]
+    mig = group.gpus.mig if group.gpus and group.gpus.sharing == "mig" else None
+
+    def entry(d: _PCIDevice) -> Obj:
+        out: Obj = {"index": d.index, "uuid": d.uuid, "busID": d.bus_id, "numa": d.numa, "pcieSwitch": d.switch}
+        if mig is not None and d.index in mig.gpus:  # MIG mode on: the GPU's static MIG devices ("mixed")
+            out["migDevices"] = dict(sorted(mig.geometry.items()))
+        return out
+
     return {
-        "gpus": [{"index": d.index, "uuid": d.uuid, "busID": d.bus_id, "numa": d.numa, "pcieSwitch": d.switch}
-                 for d in gpus],
+        "gpus": [entry(d) for d in gpus],
         "links": [[link(group, a, b) for b in gpus] for a in gpus],
         "nics": [{"index": d.index, "busID": d.bus_id, "numa": d.numa, "pcieSwitch": d.switch, "vfs": len(d.vfs)}
                  for d in nics],

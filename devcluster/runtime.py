@@ -1,6 +1,6 @@
-"""One running devcluster: the API server, the simulated nodes of a profile and their kubelets.
+"""One running devcluster: the API server, the simulated nodes of a profile, their kubelets and the workload controllers.
 
-What `lahar devcluster` and `lahar up` start; the parts themselves live in `server`, `nodes` and `kubelet`.
+What `lahar devcluster` and `lahar up` start; the parts themselves live in `server`, `nodes`, `kubelet` and `workloads`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from devcluster import kubelet, nodes, profiles
+from devcluster import kubelet, nodes, profiles, workloads
 from devcluster.server import DevCluster
 from kube import errors
 from kube.memory import MemoryClient
@@ -38,6 +38,7 @@ class Cluster:
         self.node_names: list[str] = []
         self.kubelets: kubelet.SimulatedKubelets | None = None
         self.client: MemoryClient | None = None
+        self.workloads: workloads.WorkloadControllers | None = None
         self._stop = threading.Event()
         self._republisher: threading.Thread | None = None
 
@@ -64,6 +65,7 @@ class Cluster:
             node_objs = [o for o in self.objects if o["kind"] == "Node"]
             self.kubelets = kubelet.SimulatedKubelets(self.client, self.node_names, nodes=node_objs)
             self.kubelets.start()
+        self.workloads = workloads.WorkloadControllers(self.client).start()
         self._stop.clear()
         self._republisher = threading.Thread(target=self._republish_loop, name="devcluster-inventory", daemon=True)
         self._republisher.start()
@@ -74,6 +76,9 @@ class Cluster:
         if self._republisher is not None:
             self._republisher.join(timeout=10)
             self._republisher = None
+        if self.workloads is not None:
+            self.workloads.stop()
+            self.workloads = None
         if self.kubelets is not None:
             self.kubelets.stop()
             self.kubelets = None

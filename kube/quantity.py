@@ -171,11 +171,13 @@ class Quantity:
 
     def value(self) -> int:
         """Value: the value rounded away from zero to an integer (`1500m` → 2)."""
-        return _round_away(self._v)
+        v = self._v
+        return v.numerator if v.denominator == 1 else _round_away(v)
 
     def milli_value(self) -> int:
         """MilliValue: the value in thousandths, rounded away from zero (`1n` → 1)."""
-        return _round_away(self._v * 1000)
+        v = self._v
+        return v.numerator * 1000 if v.denominator == 1 else _round_away(v * 1000)
 
     def __float__(self) -> float:
         return float(self._v)
@@ -273,8 +275,26 @@ class Quantity:
 # --- parsing ---------------------------------------------------------------------------------------------------
 
 
+_PARSED: dict[str, Quantity] = {}
+_PARSED_MAX = 4096  # distinct strings remembered; admission parses the same few ("1", "8Gi", "100m") all day
+
+
 def parse(s: str | int | float | Quantity) -> Quantity:
-    """ParseQuantity. Also takes what a JSON/YAML number decodes to (`cpu: 2`), and quantities unchanged."""
+    """ParseQuantity. Also takes what a JSON/YAML number decodes to (`cpu: 2`), and quantities unchanged.
+
+    Quantities are immutable, so valid strings are memoized (up to `_PARSED_MAX` of them).
+    """
+    if type(s) is str:
+        q = _PARSED.get(s)
+        if q is None:
+            q = _parse(s)
+            if len(_PARSED) < _PARSED_MAX:
+                _PARSED[s] = q
+        return q
+    return _parse(s)
+
+
+def _parse(s: str | int | float | Quantity) -> Quantity:
     if isinstance(s, Quantity):
         return s
     if isinstance(s, bool):

@@ -23,3 +23,19 @@ class Settings(BaseSettings):
     profile: str = "cpu-small"
     nodes: int = 4
     log_level: str = "INFO"
+
+    # Controllers on Celery (lahar.worker, lahar.dispatcher); every value can be set as LAHAR_<NAME>.
+    scheduler_names: tuple[str, ...] = ("volcano",)
+    default_queue: str = "default"
+    reconcile_soft_time_limit: float = 60.0   # SoftTimeLimitExceeded inside a reconcile → retried with backoff
+    reconcile_time_limit: float = 90.0        # the worker child is killed; the per-key lock expires a bit later
+    visibility_timeout: float = 300.0         # Redis broker: unacked messages are redelivered after this
+    lock_ttl: float = 15.0                    # per-key lock; extended every lock_ttl/3 while a reconcile runs
+    max_countdown: float = 60.0               # longer delays go to the durable timers, not Celery countdowns
+    max_retries: int = 15                     # unknown errors (Volcano's --max-requeue-num); resync retries later
+    resync_interval: float = 30.0             # beat: enqueue every key so a lost event heals
+    schedule_period: float = 1.0              # beat: scheduler session tick (the scheduler issue)
+    dispatch_lease_ttl: float = 15.0          # a standby dispatcher / beat takes over after this
+    timer_poll_interval: float = 0.25         # the dispatcher pops due durable timers this often
+    pending_ttl: float = 60.0                 # a de-duplication mark never outlives this (a lost message heals)
+    flower_port: int = 5555

@@ -1,0 +1,127 @@
+"""Benchmark: one scheduling session (compute only, as `lahar simulate` runs it) at scale.
+
+    .venv/bin/python bench/scheduler.py            # nodes {100, 1000} x pods {1000, 10000} + idle session
+    .venv/bin/python bench/scheduler.py --large    # adds 5000 nodes and 50000 pods, and the 50000-running idle case
+
+Each case runs in a fresh subprocess (peak RSS per case). Gangs of 8, mixed cpu / memory / GPU requests, four
+queues. Prints snapshot build time, session time, pods placed per second and peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+QUEUES = ["q0", "q1", "q2", "q3"]
+CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def objects(n_nodes: int, n_pods: int, *, running: bool = False, seed: int = 7) -> dict[str, list[dict[str, Any]]]:
+    rnd = random.Random(seed)
+    nodes = []
+    for i in range(n_nodes):
+        gpu = i % 4 == 0
+        alloc = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+        if gpu:
+            alloc["nvidia.com/gpu"] = "8"
+        nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i:05d}", "labels": {
+            "kubernetes.io/hostname": f"node-{i:05d}"}}, "spec": {},
+                      "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}})
+    queues = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q},
+               "spec": {"weight": w + 1}, "status": {"state": "Open"}} for w, q in enumerate(QUEUES)]
+    pgs, pods = [], []
+    for g in range(n_pods // 8):
+        name = f"job-{g:06d}"
+        q = QUEUES[g % len(QUEUES)]
+        kind = rnd.random()
+        req = {"cpu": "4", "memory": "8Gi"} if kind < 0.5 else (
+            {"cpu": "2", "memory": "16Gi"} if kind < 0.85 else {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"})
+        pgs.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                    "metadata": {"name": name, "namespace": "bench", "creationTimestamp": "2024-01-01T00:00:00Z"},
+                    "spec": {"minMember": 8, "queue": q}, "status": {"phase": "Running" if running else "Inqueue"}})
+        for k in range(8):
+            pod: dict[str, Any] = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-worker-{k}", "namespace": "bench", "uid": f"{name}-{k}",
+                             "annotations": {"scheduling.k8s.io/group-name": name},
+                             "creationTimestamp": "2024-01-01T00:00:00Z"},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": req}}]},
+                "status": {"phase": "Pending"}}
+            if running:
+                pod["spec"]["nodeName"] = f"node-{(g * 8 + k) % n_nodes:05d}"
+                pod["status"]["phase"] = "Running"
+            pods.append(pod)
+    return {"nodes": nodes, "queues": queues, "podgroups": pgs, "pods": pods}
+
+
+def one(n_nodes: int, n_pods: int, running: bool) -> dict[str, Any]:
+    from scheduler.framework import conf as confs
+    from scheduler.framework import snapshot as snapshots
+    from scheduler.registry import in_tree_registry
+    from scheduler.session import run_session
+
+    objs = objects(n_nodes, n_pods, running=running)
+    registry = in_tree_registry()
+    conf = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+    t0 = time.perf_counter()
+    snap = snapshots.build(**objs)
+    t1 = time.perf_counter()
+    d = run_session(snap, conf, registry=registry)
+    t2 = time.perf_counter()
+    return {"nodes": n_nodes, "pods": n_pods, "running": running, "snapshot_s": round(t1 - t0, 3),
+            "session_s": round(t2 - t1, 3), "placed": len(d.binds),
+            "pods_per_s": round(len(d.binds) / (t2 - t1)) if d.binds else 0,
+            "allocate_s": round(d.timings.get("action:allocate", 0), 3),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--large", action="store_true", help="include 5000 nodes / 50000 pods")
+    ap.add_argument("--case", nargs=3, metavar=("NODES", "PODS", "RUNNING"), help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.case:
+        print(json.dumps(one(int(a.case[0]), int(a.case[1]), a.case[2] == "1")))
+        return
+    nodes = [100, 1000, 5000] if a.large else [100, 1000]
+    pods = [1000, 10000, 50000] if a.large else [1000, 10000]
+    cases = [(n, p, False) for n in nodes for p in pods]
+    cases.append((5000, 50000, True) if a.large else (1000, 10000, True))
+    rows = []
+    for n, p, r in cases:
+        out = subprocess.run([sys.executable, __file__, "--case", str(n), str(p), "1" if r else "0"],
+                             capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout)
+        rows.append(row)
+        if not a.json:
+            kind = "idle (all running)" if r else "pending gangs of 8"
+            print(f"{n:>5} nodes {p:>6} pods {kind:<19} snapshot {row['snapshot_s']:>7.3f}s  session "
+                  f"{row['session_s']:>7.3f}s  placed {row['placed']:>6}  {row['pods_per_s']:>7} pods/s  "
+                  f"peak {row['peak_rss_mb']:>5} MB", flush=True)
+    if a.json:
+        print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""Watch event → which keys to reconcile and which inbox items to push: the pure core of `lahar dispatch`.
+
+`lahar.dispatcher` feeds every informer event through `route(...)`, pushes the returned inbox items, then enqueues
+the keys (de-duplicated in Redis). The mapping follows Volcano's job_controller_handler.go (spec/volcano.md §2.1):
+pods map to their owning Job (controller ownerReference, else the `volcano.sh/job-name` annotation); the request
+events a level view cannot recover (PodEvicted, PodFailed with its exitCode, TaskCompleted, PodRunning/PodPending
+transitions, PodGroup → Unknown) become inbox items for that Job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controllers.workqueue import Key
+from kube.models import labels
+
+__all__ = [
+    "ALWAYS",
+    "KINDS",
+    "RESOURCES",
+    "Work",
+    "exit_code",
+    "job_of",
+    "podgroup_name",
+    "route",
+]
+
+Obj = dict[str, Any]
+
+KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod")
+# kind → (group, version, plural) of what the dispatcher watches and the resync lists
+RESOURCES: dict[str, tuple[str, str, str]] = {
+    "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
+    "PodGroup": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+    "Queue": ("scheduling.volcano.sh", "v1beta1", "queues"),
+    "CronJob": ("batch.volcano.sh", "v1alpha1", "cronjobs"),
+    "Command": ("bus.volcano.sh", "v1alpha1", "commands"),
+    "Pod": ("", "v1", "pods"),
+}
+# keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist
+ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"))
+FINISHED = frozenset({"Completed", "Failed", "Terminated"})
+
+ADDED, MODIFIED, DELETED, RESYNC = "ADDED", "MODIFIED", "DELETED", "RESYNC"
+
+
+@dataclass(frozen=True)
+class Work:
+    """Reconcile `key`, after pushing `inbox` onto its inbox (in order)."""
+
+    key: Key
+    inbox: tuple[dict[str, Any], ...] = ()
+
+
+# -- small readers -----------------------------------------------------------------------------------------------
+
+
+def _meta(obj: Obj | None) -> Obj:
+    return (obj or {}).get("metadata") or {}
+
+
+def _ann(obj: Obj | None) -> dict[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def _phase(pod: Obj | None) -> str:
+    return ((pod or {}).get("status") or {}).get("phase") or ""
+
+
+def _job_phase(job: Obj | None) -> str:
+    return (((job or {}).get("status") or {}).get("state") or {}).get("phase") or ""
+
+
+def _controller_ref(obj: Obj, kind: str, group: str) -> str | None:
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("kind") == kind and str(ref.get("apiVersion", "")).startswith(group + "/") and ref.get("controller"):
+            return ref.get("name")
+    for ref in _meta(obj).get("ownerReferences") or []:  # an owner not marked controller still routes
+        if ref.get("kind") == kind and str(ref.get("apiVersion", "")).startswith(group + "/"):
+            return ref.get("name")
+    return None
+
+
+def job_of(obj: Obj) -> str | None:
+    """The Volcano Job a pod or PodGroup belongs to: controller ownerReference, else `volcano.sh/job-name`."""
+    return _controller_ref(obj, "Job", "batch.volcano.sh") or _ann(obj).get(labels.JOB_NAME_KEY) or None
+
+
+def exit_code(pod: Obj) -> int | None:
+    """Volcano reads only the first container: `containerStatuses[0].state.terminated.exitCode`."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    if not statuses:
+        return None
+    terminated = (statuses[0].get("state") or {}).get("terminated")
+    if not terminated or terminated.get("exitCode") is None:
+        return None
+    return int(terminated["exitCode"])
+
+
+def _job_version(pod: Obj) -> int:
+    try:
+        return int(_ann(pod).get(labels.JOB_VERSION_KEY) or 0)
+    except ValueError:
+        return 0
+
+
+def _task_replicas(job: Obj | None, task: str) -> int | None:
+    for t in ((job or {}).get("spec") or {}).get("tasks") or []:
+        if (t.get("name") or labels.DEFAULT_TASK_SPEC) == task:
+            return int(t.get("replicas") if t.get("replicas") is not None else 1)
+    return None
+
+
+def _pod_signature(pod: Obj | None) -> tuple[Any, ...]:
+    """What about a pod a reconciler can react to; updates that change none of it (heartbeats) are not routed."""
+    if pod is None:
+        return ()
+    meta, spec, status = _meta(pod), pod.get("spec") or {}, pod.get("status") or {}
+    containers = tuple(
+        (c.get("name"), c.get("ready"), c.get("restartCount"), tuple(sorted((c.get("state") or {}).keys())))
+        for c in status.get("containerStatuses") or []
+    )
+    ready = tuple((c.get("type"), c.get("status")) for c in status.get("conditions") or [] if c.get("type") == "Ready")
+    return (status.get("phase"), spec.get("nodeName"), meta.get("deletionTimestamp"), meta.get("annotations"),
+            meta.get("labels"), containers, ready)
+
+
+def _job_signature(job: Obj | None) -> tuple[Any, ...]:
+    """A Job's own status writes (counters) are not routed back to it; spec, phase and metadata changes are."""
+    meta = _meta(job)
+    return (meta.get("generation"), meta.get("deletionTimestamp"), meta.get("annotations"), meta.get("labels"),
+            tuple(meta.get("finalizers") or ()), _job_phase(job))
+
+
+# -- per kind ----------------------------------------------------------------------------------------------------
+
+
+def _pod_items(event: str, pod: Obj, old: Obj | None, siblings: Sequence[Obj], job: Obj | None) -> list[dict[str, Any]]:
+    ann = _ann(pod)
+    task = ann.get(labels.TASK_SPEC_KEY)
+    if task is None:
+        return []
+    base = {"pod": _meta(pod).get("name"), "podUID": _meta(pod).get("uid"), "task": task,
+            "jobVersion": _job_version(pod)}
+    out_of_sync = labels.CONTROLLER_OUT_OF_SYNC_KEY in ann
+    if event == DELETED:
+        return [] if out_of_sync else [{"event": "PodEvicted", **base}]
+    if event == ADDED:
+        return [] if out_of_sync or _phase(pod) not in ("", "Pending") else [{"event": "PodPending", **base}]
+    if event != MODIFIED:
+        return []
+    before, after = _phase(old), _phase(pod)
+    if before == after:
+        return []
+    if after == "Failed":
+        return [{"event": "PodFailed", **base, "exitCode": exit_code(pod)}]
+    if after == "Succeeded":
+        replicas = _task_replicas(job, task)
+        done = {_meta(p).get("name") for p in siblings
+                if _ann(p).get(labels.TASK_SPEC_KEY) == task and _phase(p) == "Succeeded"}
+        done.add(_meta(pod).get("name"))
+        if replicas is not None and len(done) >= replicas:
+            return [{"event": "TaskCompleted", "task": task, "jobVersion": base["jobVersion"]}]
+        return []
+    if after == "Running":
+        return [{"event": "PodRunning", **base}]
+    if after == "Pending":
+        return [{"event": "PodPending", **base}]
+    return []
+
+
+def _route_pod(event: str, pod: Obj, old: Obj | None, *, siblings: Sequence[Obj], job: Obj | None,
+               scheduler_names: Iterable[str]) -> list[Work]:
+    ns = _meta(pod).get("namespace") or "default"
+    if event == MODIFIED and _pod_signature(old) == _pod_signature(pod):
+        return []
+    job_name = job_of(pod)
+    if job_name:
+        return [Work(Key("Job", ns, job_name), tuple(_pod_items(event, pod, old, siblings, job)))]
+    ann = _ann(pod)
+    if (event != DELETED and (pod.get("spec") or {}).get("schedulerName") in set(scheduler_names)
+            and not ann.get(labels.GROUP_NAME_ANNOTATION)):
+        # a plain pod for one of our schedulers: the podgroup reconciler gives it a PodGroup (spec §3)
+        return [Work(Key("PodGroup", ns, podgroup_name(pod)))]
+    return []
+
+
+def podgroup_name(pod: Obj) -> str:
+    """Volcano's GeneratePodgroupName: `podgroup-<controller owner UID, else the pod's UID>`."""
+    owner = next((r for r in _meta(pod).get("ownerReferences") or [] if r.get("controller")), None)
+    return f"{labels.PODGROUP_NAME_PREFIX}{(owner or {}).get('uid') or _meta(pod).get('uid') or ''}"
+
+
+def _route_podgroup(event: str, pg: Obj, old: Obj | None) -> list[Work]:
+    ns = _meta(pg).get("namespace") or "default"
+    before, after = _phase(old), _phase(pg)
+    out: list[Work] = []
+    if str(_meta(pg).get("name", "")).startswith(labels.PODGROUP_NAME_PREFIX) and event in (ADDED, RESYNC):
+        out.append(Work(Key("PodGroup", ns, _meta(pg)["name"])))  # a plain workload's: its owner may be gone
+    job_name = job_of(pg)
+    if job_name and (event != MODIFIED or before != after or _meta(old).get("generation") != _meta(pg).get("generation")):
+        items = ({"event": "Unknown"},) if event == MODIFIED and after == "Unknown" and before != "Unknown" else ()
+        out.append(Work(Key("Job", ns, job_name), items))
+    queue = (pg.get("spec") or {}).get("queue")
+    if queue and (event != MODIFIED or before != after or (old or {}).get("spec", {}).get("queue") != queue):
+        out.append(Work(Key("Queue", "", queue)))
+        old_queue = ((old or {}).get("spec") or {}).get("queue")
+        if old_queue and old_queue != queue:
+            out.append(Work(Key("Queue", "", old_queue)))
+    return out
+
+
+def _route_job(event: str, job: Obj, old: Obj | None) -> list[Work]:
+    meta = _meta(job)
+    ns, name = meta.get("namespace") or "default", meta.get("name")
+    out: list[Work] = []
+    if event != MODIFIED or _job_signature(old) != _job_signature(job):
+        out.append(Work(Key("Job", ns, name)))
+    phase_changed = event != MODIFIED or _job_phase(old) != _job_phase(job)
+    cron = _controller_ref(job, "CronJob", "batch.volcano.sh")
+    if cron and phase_changed:
+        out.append(Work(Key("CronJob", ns, cron)))
+    if (event != DELETED and _job_phase(job) in FINISHED
+            and (job.get("spec") or {}).get("ttlSecondsAfterFinished") is not None and (phase_changed or event == RESYNC)):
+        out.append(Work(Key("GC", ns, name)))
+    return out
+
+
+def _route_queue(event: str, queue: Obj, old: Obj | None) -> list[Work]:
+    name = _meta(queue).get("name")
+    out = [] if event == DELETED else [Work(Key("Queue", "", name))]
+    parent = (queue.get("spec") or {}).get("parent")
+    if parent and parent != name and (event != MODIFIED or _queue_state(old) != _queue_state(queue)):
+        out.append(Work(Key("Queue", "", parent)))
+    return out
+
+
+def _queue_state(queue: Obj | None) -> tuple[Any, ...]:
+    return (((queue or {}).get("status") or {}).get("state"), ((queue or {}).get("spec") or {}).get("parent"))
+
+
+def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: Sequence[Obj] = (),
+          job: Obj | None = None, scheduler_names: Iterable[str] = ("volcano",)) -> list[Work]:
+    """Keys to reconcile for one event (`ADDED`, `MODIFIED` with `old`, `DELETED`, or `RESYNC`) on `obj` of `kind`.
+
+    For a Pod: `siblings` are the cached pods of the same Job (any state) and `job` the cached Job, used only to
+    tell when a Succeeded transition completes its task (TaskCompleted).
+    """
+    if kind == "Pod":
+        return _route_pod(event, obj, old, siblings=siblings, job=job, scheduler_names=scheduler_names)
+    if kind == "PodGroup":
+        return _route_podgroup(event, obj, old)
+    if kind == "Job":
+        return _route_job(event, obj, old)
+    if kind == "Queue":
+        return _route_queue(event, obj, old)
+    meta = _meta(obj)
+    if kind == "CronJob":
+        return [Work(Key("CronJob", meta.get("namespace") or "default", meta.get("name")))]
+    if kind == "Command":
+        return [] if event == DELETED else [Work(Key("Command", meta.get("namespace") or "default", meta.get("name")))]
+    raise ValueError(f"no routing for kind {kind!r}")

@@ -1,0 +1,129 @@
+"""`lahar worker | dispatch | beat | flower`: the processes that run the controllers on Celery.
+
+Thin shells over `lahar.worker` (the Celery app) and `lahar.dispatcher`; each reads `Settings` (REDIS_URL,
+KUBECONFIG, LAHAR_*) and runs until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import typer
+
+__all__ = ["register"]
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def worker(
+        concurrency: int = typer.Option(None, "--concurrency", "-c", help="Worker processes/threads (default: CPUs)."),
+        queues: str = typer.Option("reconcile", "--queues", "-Q", help="Comma-separated queues to consume."),
+        pool: str = typer.Option("prefork", "--pool", "-P", help="Celery pool: prefork, threads or solo."),
+        hostname: str = typer.Option(None, "--hostname", "-n", help="Node name (default lahar@<host>)."),
+        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+    ) -> None:
+        """Run a Celery worker for the controllers (queue `reconcile`)."""
+        from lahar.settings import Settings
+        from lahar.worker import app as celery_app
+
+        argv = ["worker", "-Q", queues, "-P", pool, "-E", "-l", loglevel or Settings().log_level,
+                "-n", hostname or "lahar@%h", "--without-mingle"]
+        if concurrency:
+            argv += ["-c", str(concurrency)]
+        celery_app.worker_main(argv)
+
+    @app.command()
+    def dispatch(
+        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+    ) -> None:
+        """Watch the cluster and enqueue reconcile tasks (one active dispatcher; others wait as standby)."""
+        from kube import kubeconfig
+        from kube.rest import RestClient
+        from lahar import worker as celery_worker
+        from lahar.dispatcher import Dispatcher
+
+        s = celery_worker.settings
+        _logging(loglevel or s.log_level)
+        rt = celery_worker.runtime()
+        client = RestClient(kubeconfig.load(s.kubeconfig))
+        d = Dispatcher(client, rt.redis, send=lambda key: celery_worker.enqueue(key, rt=rt),
+                       scheduler_names=tuple(s.scheduler_names), lease_ttl=s.dispatch_lease_ttl,
+                       timer_poll_interval=s.timer_poll_interval)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            d.run(stop)
+        finally:
+            client.close()
+
+    @app.command()
+    def beat(
+        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+    ) -> None:
+        """Run Celery beat (resync every key; the scheduler's session tick). Only one runs: a Redis lease."""
+        from controllers import workqueue
+        from lahar import worker as celery_worker
+
+        s = celery_worker.settings
+        _logging(loglevel or s.log_level)
+        rt = celery_worker.runtime()
+        lease = workqueue.Lease(rt.redis, "beat", ttl=s.dispatch_lease_ttl)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.is_set() and not _try(lease.acquire):
+            stop.wait(max(0.2, lease.ttl / 5))
+        if stop.is_set():
+            return
+
+        def keep() -> None:
+            last_ok = time.monotonic()
+            while not stop.wait(lease.ttl / 3):
+                if _try(lease.acquire):
+                    last_ok = time.monotonic()
+                elif time.monotonic() - last_ok > lease.ttl:
+                    logging.getLogger(__name__).error("beat lease lost; exiting so a standby takes over")
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+
+        threading.Thread(target=keep, name="beat-lease", daemon=True).start()
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            celery_worker.app.Beat(loglevel=(loglevel or s.log_level).upper(),
+                                   schedule=str(s.data_dir / "celerybeat-schedule")).run()
+        finally:
+            stop.set()
+            _try(lease.release)
+
+    @app.command()
+    def flower(
+        port: int = typer.Option(None, help="HTTP port (default LAHAR_FLOWER_PORT, 5555)."),
+        address: str = typer.Option("127.0.0.1", help="Address to listen on."),
+        basic_auth: str = typer.Option(None, help="user:password[,user:password] (Flower's --basic-auth)."),
+    ) -> None:
+        """Run Flower on the Celery app: workers, reconcile and session tasks with arguments and outcomes."""
+        from lahar import worker as celery_worker
+
+        argv = ["flower", f"--port={port or celery_worker.settings.flower_port}", f"--address={address}"]
+        if basic_auth:
+            argv.append(f"--basic_auth={basic_auth}")
+        elif address in ("127.0.0.1", "localhost", "::1"):
+            # loopback only: the HTTP API (/api/workers, /api/tasks) needs no credentials, like the UI
+            os.environ.setdefault("FLOWER_UNAUTHENTICATED_API", "true")
+        celery_worker.app.start(argv)
+
+
+def _try(fn) -> bool:  # noqa: ANN001 - a Redis call that may fail while Redis restarts
+    try:
+        return bool(fn())
+    except Exception:  # noqa: BLE001
+        return False

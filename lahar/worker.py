@@ -1,0 +1,310 @@
+"""The Celery app: `lahar.reconcile` on queue `reconcile`, the beat schedule (resync; the scheduler's session tick).
+
+`lahar worker` consumes `reconcile`; `lahar beat` ticks; `lahar dispatch` (lahar.dispatcher) sends through `enqueue()`.
+The task is a thin shell around `controllers.reconcile`: the per-key lock and de-duplication of
+`controllers.workqueue`, the error taxonomy of `controllers.context` (decided by `workqueue.retry_after`):
+
+    TemporaryError(delay) → retry after `delay`    errors.Conflict → short jittered retry
+    PermanentError        → no retry (logged; the reconciler records the Event/condition)
+    anything else         → exponential backoff with jitter, up to `max_retries` (then the resync)
+
+Delays longer than `max_countdown` (and every `Result.requeue_after`) go to the durable Redis timers that the
+dispatcher polls, never to long Celery countdowns: the Redis transport redelivers an unacked ETA message after the
+visibility timeout, again and again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from celery import Celery, signals
+from kombu import Queue
+
+import controllers
+from controllers import dispatch, workqueue
+from controllers.context import Context
+from controllers.workqueue import Key
+from lahar.settings import Settings
+
+__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "enqueue", "runtime"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+RECONCILE_QUEUE, SCHEDULING_QUEUE = "reconcile", "scheduling"
+# timer tokens the task shell uses (reconcilers use their own, e.g. a policy's)
+REQUEUE_TIMER, RETRY_TIMER, LOCK_TIMER = "requeue", "retry", "lock"
+
+settings = Settings()
+
+
+def beat_schedule(s: Settings) -> dict[str, dict[str, Any]]:
+    """Beat entries: the resync of every key, plus what the scheduler contributes.
+
+    Hook for the scheduler issue: a module `scheduler.tasks` exposing `register(app, settings) -> dict` defines the
+    `scheduler.session` task (queue `scheduling`) on the app handed to it and returns its beat entries, e.g.
+    `{"scheduler.session": {"task": "scheduler.session", "schedule": s.schedule_period,
+    "options": {"queue": "scheduling", "expires": s.schedule_period}}}`. `scheduler` must not import `lahar`, so
+    the app is passed in.
+    """
+    entries: dict[str, dict[str, Any]] = {
+        "lahar.resync": {"task": "lahar.resync", "schedule": s.resync_interval,
+                         "options": {"queue": RECONCILE_QUEUE, "expires": s.resync_interval}},
+    }
+    entries.update(_scheduler_entries)
+    return entries
+
+
+app = Celery("lahar")
+_redis_url = settings.redis_url or DEFAULT_REDIS_URL
+app.conf.update(
+    broker_url=_redis_url,
+    result_backend=_redis_url,
+    broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+    result_backend_transport_options={"visibility_timeout": settings.visibility_timeout},
+    broker_connection_retry_on_startup=True,
+    broker_connection_max_retries=None,
+    # True would write RETRY to the result backend (the same, unreachable Redis) and kill the worker (celery#9054);
+    # a reconcile that outlives the connection just fails to ack: its message is redelivered, which is harmless.
+    worker_cancel_long_running_tasks_on_connection_loss=False,
+    task_queues=(Queue(RECONCILE_QUEUE), Queue(SCHEDULING_QUEUE)),
+    task_default_queue=RECONCILE_QUEUE,
+    task_routes={"lahar.*": {"queue": RECONCILE_QUEUE}, "scheduler.*": {"queue": SCHEDULING_QUEUE}},
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_soft_time_limit=settings.reconcile_soft_time_limit,
+    task_time_limit=settings.reconcile_time_limit,
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    result_expires=3600,
+    task_track_started=True,
+    worker_send_task_events=True,
+    task_send_sent_event=True,
+    timezone="UTC",
+    enable_utc=True,
+)
+
+_scheduler_entries: dict[str, dict[str, Any]] = {}
+try:  # the scheduler issue's hook (see beat_schedule)
+    _scheduler_tasks = importlib.import_module("scheduler.tasks")
+except ModuleNotFoundError as e:
+    if e.name not in ("scheduler.tasks", "scheduler"):
+        raise
+else:
+    _scheduler_entries.update(_scheduler_tasks.register(app, settings) or {})
+
+app.conf.beat_schedule = beat_schedule(settings)
+
+
+# -- per-process runtime -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Runtime:
+    """Redis, the work queue, timers, inbox and (lazily) the cluster client of one process (rebuilt after fork)."""
+
+    settings: Settings
+    redis: Any
+    wq: workqueue.WorkQueue
+    timers: workqueue.RedisTimers
+    inbox: workqueue.RedisInbox
+    pid: int = field(default_factory=os.getpid)
+    _client: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, s: Settings) -> Runtime:
+        r = workqueue.connect(s.redis_url or DEFAULT_REDIS_URL)
+        return cls(settings=s, redis=r,
+                   wq=workqueue.WorkQueue(r, pending_ttl=s.pending_ttl, lock_ttl=s.lock_ttl),
+                   timers=workqueue.RedisTimers(r), inbox=workqueue.RedisInbox(r))
+
+    @property
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                from kube import kubeconfig
+                from kube.rest import RestClient
+
+                self._client = RestClient(kubeconfig.load(self.settings.kubeconfig))
+            return self._client
+
+    def context(self) -> Context:
+        return Context(client=self.client, timers=self.timers, inbox=self.inbox,
+                       scheduler_names=tuple(self.settings.scheduler_names),
+                       default_queue=self.settings.default_queue)
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None or _runtime.pid != os.getpid():
+            _runtime = Runtime.build(settings)
+        return _runtime
+
+
+@signals.worker_process_init.connect
+def _after_fork(**_: Any) -> None:
+    global _runtime
+    _runtime = None
+    _heartbeat.reset()
+
+
+def enqueue(key: Key, *, rt: Runtime | None = None) -> bool:
+    """Send `lahar.reconcile(key)` unless one is already waiting for it; True when a task was sent."""
+    rt = rt or runtime()
+    task_id = f"{key.kind}.{key.namespace}.{key.name}.{uuid.uuid4().hex[:12]}"
+    if not rt.wq.claim(key, task_id):
+        return False
+    try:
+        reconcile.apply_async((key.kind, key.namespace, key.name), task_id=task_id, queue=RECONCILE_QUEUE)
+    except BaseException:
+        rt.wq.unclaim(key, task_id)
+        raise
+    return True
+
+
+# -- lock heartbeat ----------------------------------------------------------------------------------------------
+
+
+class _Heartbeat:
+    """Extends the locks this process holds every lock_ttl/3, so a killed worker's lock expires within lock_ttl."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[Key, str], None] = {}
+        self._mu = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def reset(self) -> None:
+        with self._mu:
+            self._held.clear()
+            self._thread = None
+            self._pid = os.getpid()
+
+    def hold(self, key: Key, token: str) -> None:
+        with self._mu:
+            self._held[(key, token)] = None
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._loop, name="lahar-lock-heartbeat", daemon=True)
+                self._thread.start()
+
+    def drop(self, key: Key, token: str) -> None:
+        with self._mu:
+            self._held.pop((key, token), None)
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(max(0.5, settings.lock_ttl / 3)):
+            with self._mu:
+                held = list(self._held)
+            for key, token in held:
+                try:
+                    runtime().wq.extend(key, token)
+                except Exception as e:  # noqa: BLE001 - Redis down: the lock may lapse; the reconcile is idempotent
+                    log.warning("extending the lock of %s failed: %s", key, e)
+
+
+_heartbeat = _Heartbeat()
+
+
+# -- tasks -------------------------------------------------------------------------------------------------------
+
+
+@app.task(name="lahar.reconcile", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def reconcile(self: Any, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    """Reconcile one key under its Redis lock; returns what happened (shown by Flower as the task's result)."""
+    rt = runtime()
+    key = Key(kind, namespace, name)
+    rt.wq.started(key, self.request.id)
+    token = rt.wq.lock(key)
+    if token is None:
+        # someone is reconciling this key: it is marked dirty and its holder re-enqueues it on unlock; should the
+        # holder die, this timer reconciles the key once its lock has lapsed
+        rt.timers.after(rt.wq.lock_ttl_left(key) + 0.5, kind, namespace, name, token=LOCK_TIMER)
+        rt.wq.count("locked")
+        return {"outcome": "locked"}
+    _heartbeat.hold(key, token)
+    try:
+        rt.wq.count("reconciles")
+        rt.wq.count(f"reconcile:{kind}")
+        result = controllers.reconcile(rt.context(), kind, namespace, name)
+    except Exception as exc:  # the taxonomy: see the module docstring
+        delay = workqueue.retry_after(exc, self.request.retries, max_retries=rt.settings.max_retries)
+        if delay is None:
+            rt.wq.count("dropped")
+            log.warning("reconcile %s: %s: %s (not retried)", key, type(exc).__name__, exc)
+            return {"outcome": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        rt.wq.count("retries")
+        if delay > rt.settings.max_countdown:
+            rt.timers.after(delay, kind, namespace, name, token=RETRY_TIMER)
+            return {"outcome": "retry-timer", "delay": delay, "error": f"{type(exc).__name__}: {exc}"}
+        raise self.retry(exc=exc, countdown=delay) from exc
+    finally:
+        _heartbeat.drop(key, token)
+        if rt.wq.unlock(key, token):
+            rt.timers.cancel(kind, namespace, name, token=LOCK_TIMER)
+            enqueue(key, rt=rt)
+    if result.requeue_after is not None:
+        if result.requeue_after <= 0:
+            enqueue(key, rt=rt)
+        else:
+            rt.timers.after(result.requeue_after, kind, namespace, name, token=REQUEUE_TIMER)
+    return {"outcome": "ok", "requeue_after": result.requeue_after}
+
+
+@app.task(name="lahar.resync", acks_late=True, reject_on_worker_lost=True)
+def resync() -> dict[str, int]:
+    """Enqueue every key (de-duplicated), so an event lost anywhere heals within one resync interval."""
+    from kube import errors
+
+    rt = runtime()
+    client = rt.client
+    _ensure_builtin_queues(rt)
+    keys: set[Key] = set(dispatch.ALWAYS)
+    for kind, (group, version, plural) in dispatch.RESOURCES.items():
+        rtype = client.registry.get(group, version, plural)
+        if rtype is None:
+            continue
+        try:
+            if kind == "Pod":  # plain pods waiting for a PodGroup; everything else is reached through its owner
+                items = client.list(rtype, field_selector="status.phase=Pending")["items"]
+            else:
+                items = client.list(rtype)["items"]
+        except (errors.NotFound, errors.BadRequest):  # CRD not installed yet / selector not supported
+            continue
+        for obj in items:
+            for work in dispatch.route(kind, dispatch.RESYNC, obj, scheduler_names=rt.settings.scheduler_names):
+                keys.add(work.key)
+    sent = sum(1 for key in sorted(keys) if enqueue(key, rt=rt))
+    return {"keys": len(keys), "sent": sent}
+
+
+def _ensure_builtin_queues(rt: Runtime) -> None:
+    """`root` and the default queue exist (the queue reconciler's `ensure_builtin_queues`), once their CRD does."""
+    from kube import errors
+
+    try:
+        queues = importlib.import_module("controllers.queues")
+    except ModuleNotFoundError:
+        return
+    ensure = getattr(queues, "ensure_builtin_queues", None)
+    if ensure is None:
+        return
+    try:
+        ensure(rt.context())
+    except (errors.NotFound, errors.ServiceUnavailable) as e:  # CRD not installed yet / API away: next resync
+        log.info("builtin queues not ensured yet: %s", e)

@@ -1,0 +1,650 @@
+"""CEL for lahar's admission policies: compile once, evaluate many times under a cost limit.
+
+Sits under `policies.admission_policies` (users' AdmissionPolicy documents) and `lahar policy test|report`.
+
+Engine: `common-expression-language` (the Rust `cel` crate behind Python bindings; the README's "Why this CEL
+package" has the measurements against `cel-python`). `compile(expression)` returns a `Program` or raises
+`CompileError` carrying the CEL error and its 1-based line and column. Beyond syntax, compilation refuses a
+reference to an undeclared variable (`objects.metadata`) or function (`'a'.splt(',')`) with its position, so a
+typo is caught when the policy is loaded, not when the first object arrives.
+
+Cost limit. The Rust evaluator holds the GIL and has no interrupt, so a runaway expression cannot be stopped once
+it runs. CEL has no loops, only comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`) over finite lists
+and maps, so the work an expression can do is bounded by its shape and the sizes of the collections it ranges over.
+Compilation turns the expression into a cost formula (Kubernetes' estimated cost: one unit per node, a
+comprehension costs its range's size times its body), and `Program.evaluate` computes it with the sizes of the
+actual input (`object.spec.tasks` has 4 elements; a range it cannot name is bounded by the largest collection
+anywhere in the input) before running anything. Above `cost_limit` (default 1,000,000, Kubernetes' per-expression
+limit) evaluation is refused with `CostLimitExceeded` naming the estimate and the limit. An `Activation` may also
+carry a deadline: every evaluation after it is refused (`EvaluationError`), which bounds a whole policy stage.
+
+Functions beyond standard CEL (Kubernetes' CEL libraries that policies commonly use):
+- quantities: `quantity('1Gi')` (a value compared with `.isGreaterThan(q)`, `.isLessThan(q)`, `.compareTo(q)`
+  (-1/0/1), combined with `.add(q|int)`, `.sub(q|int)`, read with `.asInteger()`, `.asApproximateFloat()`,
+  `.sign()`, `.isInteger()`; `==` compares canonical forms), `isQuantity(s)`, and the shortcut `q(s)`: the
+  quantity as a double in base units (`q('500m') == 0.5`, `q('1Gi') == 1073741824.0`, `q(8) == 8.0`);
+- strings: `lowerAscii`, `upperAscii`, `trim`, `split(sep[, n])`, `join([sep])`, `replace(a, b[, n])`,
+  `indexOf(x)`, `lastIndexOf(x)` (also on lists), `substring(i[, j])`, `charAt(i)`;
+- lists: `sum()`, `min()`, `max()`, `isSorted()`;
+- `jsonpatch.escapeKey(key)` for JSONPatch paths (`~` → `~0`, `/` → `~1`), and MutatingAdmissionPolicy's typed
+  patch literal `JSONPatch{op: "add", path: "/x", value: 1}`, read as the map `{"op": ..., "path": ..., ...}`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cel as _cel
+
+from kube import quantity as _quantity
+
+__all__ = [
+    "BUILTIN_FUNCTIONS",
+    "DEFAULT_COST_LIMIT",
+    "LIBRARY",
+    "ROOT_VARIABLES",
+    "Activation",
+    "CelError",
+    "CompileError",
+    "CostLimitExceeded",
+    "EvaluationError",
+    "Program",
+    "compile",
+]
+
+DEFAULT_COST_LIMIT = 1_000_000
+# The variables of ValidatingAdmissionPolicy / MutatingAdmissionPolicy expressions (`authorizer` is not offered),
+# plus lahar's `queueObject`: the Volcano Queue the reviewed Job/PodGroup/Pod is submitted to (null if none).
+ROOT_VARIABLES = frozenset({"object", "oldObject", "request", "params", "namespaceObject", "queueObject", "variables",
+                            "jsonpatch"})
+MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+# What the engine implements itself (macros and `has` never show up in a program's function list).
+BUILTIN_FUNCTIONS = frozenset({
+    "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string", "bytes", "type",
+    "dyn", "duration", "timestamp", "getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
+    "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "has", *MACROS,
+})
+
+# Our library functions raise ValueError on bad input (a malformed quantity); the binding logs each one as a
+# warning before raising it to us, and we report it with the policy's name, so its log line is noise.
+logging.getLogger("cel").setLevel(logging.ERROR)
+
+
+class CelError(Exception):
+    """Any CEL problem; `str()` is the message a user reads."""
+
+
+class CompileError(CelError):
+    """The expression does not compile: `reason` at 1-based `line`, `column` (0 when unknown)."""
+
+    def __init__(self, expression: str, reason: str, *, line: int = 0, column: int = 0) -> None:
+        self.expression, self.reason, self.line, self.column = expression, reason, line, column
+        where = f" at line {line}, column {column}" if line else ""
+        text = f"{reason}{where}"
+        if line:
+            src = expression.splitlines()[line - 1] if expression.splitlines() else expression
+            text += f"\n | {src}\n | {'.' * (column - 1)}^"
+        super().__init__(text)
+
+
+class EvaluationError(CelError):
+    """The expression compiled but failed on this input (no such key, no matching overload, ...)."""
+
+
+class CostLimitExceeded(EvaluationError):
+    """The expression's estimated cost on this input is above the limit; it was not run."""
+
+    def __init__(self, estimated: int, limit: int) -> None:
+        self.estimated, self.limit = estimated, limit
+        super().__init__(f"estimated cost {estimated} exceeds the limit {limit}: the expression was not evaluated "
+                         "(nested comprehensions over large lists?)")
+
+
+# --- library functions -------------------------------------------------------------------------------------------
+
+_QKEY = "@quantity"
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_q(text: str) -> _quantity.Quantity:
+    return _quantity.parse(text)
+
+
+def _q_of(v: Any) -> _quantity.Quantity:
+    if isinstance(v, Mapping) and _QKEY in v:
+        return _parse_q(v[_QKEY])
+    if isinstance(v, bool):
+        raise ValueError(f"not a quantity: {v!r}")
+    if isinstance(v, int | float | str):
+        return _parse_q(str(v)) if not isinstance(v, float) else _quantity.parse(v)
+    raise ValueError(f"not a quantity: {v!r}")
+
+
+def _q_value(q: _quantity.Quantity) -> dict[str, str]:
+    return {_QKEY: q.canonical}
+
+
+def _cmp(a: Any, b: Any) -> int:
+    return _q_of(a).cmp(_q_of(b))
+
+
+def _as_integer(a: Any) -> int:
+    q = _q_of(a)
+    if q.fraction.denominator != 1 or not -(2**63) <= q.fraction <= 2**63 - 1:
+        raise ValueError(f"quantity {q.canonical} is not an int64 integer")
+    return int(q.fraction)
+
+
+def _isquantity(s: Any) -> bool:
+    try:
+        _q_of(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _over(args: tuple[Any, ...]) -> list[Any]:
+    if len(args) == 1 and isinstance(args[0], list):
+        if not args[0]:
+            raise ValueError("empty list")
+        return args[0]
+    return list(args)
+
+
+def _split(s: str, sep: str, n: int = -1) -> list[str]:
+    if n == 0:
+        return []
+    if sep == "":
+        parts = list(s)
+        return parts if n < 0 or len(parts) <= n else [*parts[: n - 1], "".join(parts[n - 1:])]
+    return s.split(sep, n - 1 if n > 0 else -1)
+
+
+def _replace(s: str, old: str, new: str, n: int = -1) -> str:
+    return s.replace(old, new, n)
+
+
+def _index_of(x: Any, item: Any, start: int = 0) -> int:
+    return x.index(item, start) if item in x[start:] else -1
+
+
+def _last_index_of(x: Any, item: Any) -> int:
+    if isinstance(x, str):
+        return x.rfind(item)
+    return len(x) - 1 - x[::-1].index(item) if item in x else -1
+
+
+def _substring(s: str, start: int, end: int | None = None) -> str:
+    end = len(s) if end is None else end
+    if not 0 <= start <= end <= len(s):
+        raise ValueError(f"substring({start}, {end}) out of range for a string of length {len(s)}")
+    return s[start:end]
+
+
+def _escape_key(*args: Any) -> str:
+    key = args[-1]
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _join(items: list[str], sep: str = "") -> str:
+    return sep.join(items)
+
+
+def _sum(items: list[Any]) -> Any:
+    return sum(items) if items else 0
+
+
+def _is_sorted(items: list[Any]) -> bool:
+    return all(a <= b for a, b in zip(items, items[1:], strict=False))
+
+
+LIBRARY: dict[str, Callable[..., Any]] = {
+    "quantity": lambda s: _q_value(_q_of(s)),
+    "isQuantity": _isquantity,
+    "q": lambda s: float(_q_of(s)),
+    "isGreaterThan": lambda a, b: _cmp(a, b) > 0,
+    "isLessThan": lambda a, b: _cmp(a, b) < 0,
+    "compareTo": _cmp,
+    "add": lambda a, b: _q_value(_q_of(a) + _q_of(b)),
+    "sub": lambda a, b: _q_value(_q_of(a) - _q_of(b)),
+    "asInteger": _as_integer,
+    "asApproximateFloat": lambda a: float(_q_of(a)),
+    "sign": lambda a: _q_of(a).sign(),
+    "isInteger": lambda a: _q_of(a).fraction.denominator == 1,
+    "lowerAscii": lambda s: "".join(c.lower() if c.isascii() else c for c in s),
+    "upperAscii": lambda s: "".join(c.upper() if c.isascii() else c for c in s),
+    "trim": lambda s: s.strip(),
+    "split": _split,
+    "join": _join,
+    "replace": _replace,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "substring": _substring,
+    "charAt": lambda s, i: s[i] if 0 <= i < len(s) else "",
+    "sum": _sum,
+    "min": lambda *a: min(_over(a)),
+    "max": lambda *a: max(_over(a)),
+    "isSorted": _is_sorted,
+    "escapeKey": _escape_key,
+}
+KNOWN_FUNCTIONS = BUILTIN_FUNCTIONS | frozenset(LIBRARY)
+
+
+# --- activation: the values one review is evaluated with -----------------------------------------------------------
+
+
+class Activation:
+    """The variables of one evaluation context (`object`, `request`, ...), converted to CEL once and shared by
+    every program run against it; `bind` adds or replaces one (per-policy `params`, `variables`).
+    Not thread-safe: one per review."""
+
+    def __init__(self, bindings: Mapping[str, Any] | None = None, *, deadline: float | None = None) -> None:
+        self._data: dict[str, Any] = {"jsonpatch": {}, **(bindings or {})}
+        self._ctx: Any = None
+        self._sizes = _Sizes(self._data)
+        self.deadline = deadline          # time.monotonic() value after which nothing more is evaluated
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self._data
+
+    def bind(self, name: str, value: Any) -> None:
+        if name in self._data and self._data[name] is value:
+            return                          # rebinding makes the engine rebuild its environment: skip it
+        self._data[name] = value
+        if self._ctx is not None:
+            self._ctx.add_variable(name, value)
+        self._sizes.forget(name)
+
+    def context(self) -> Any:
+        if self._ctx is None:
+            self._ctx = _cel.Context(dict(self._data), LIBRARY)
+        return self._ctx
+
+    def sizes(self) -> _Sizes:
+        return self._sizes
+
+
+class _Sizes:
+    """Collection sizes in an activation, by symbolic path (`("object", "spec", "tasks")`, `*` = any element)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        self._cache: dict[tuple[str, ...], int] = {}
+        self._largest: int | None = None
+
+    def forget(self, root: str) -> None:
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != root}
+        self._largest = None
+
+    def largest(self) -> int:
+        """The largest list, map or string anywhere in the input (at least 1)."""
+        if self._largest is None:
+            best, stack = 1, [v for k, v in self._data.items() if k != "jsonpatch"]
+            while stack:
+                v = stack.pop()
+                if isinstance(v, dict):
+                    best = max(best, len(v))
+                    stack.extend(v.values())
+                elif isinstance(v, list):
+                    best = max(best, len(v))
+                    stack.extend(v)
+                elif isinstance(v, str):
+                    best = max(best, len(v))
+            self._largest = best
+        return self._largest
+
+    def at(self, path: tuple[str, ...]) -> int:
+        hit = self._cache.get(path)
+        if hit is not None:
+            return hit
+        if path[0] not in self._data:
+            size = self.largest()
+        else:
+            values = [self._data[path[0]]]
+            for seg in path[1:]:
+                nxt: list[Any] = []
+                for v in values:
+                    if seg == "*":
+                        if isinstance(v, list):
+                            nxt.extend(v)
+                        elif isinstance(v, dict):
+                            nxt.extend(v.values())
+                    elif isinstance(v, dict) and seg in v:
+                        nxt.append(v[seg])
+                values = nxt
+                if not values:
+                    break
+            size = max((len(v) for v in values if isinstance(v, list | dict | str)), default=0)
+        self._cache[path] = size
+        return size
+
+
+# --- compiled programs --------------------------------------------------------------------------------------------
+
+
+Formula = Callable[[_Sizes], int]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled expression: `evaluate(activation)` returns a plain Python value (bool, int, float, str, list,
+    dict, None) or raises `EvaluationError` / `CostLimitExceeded`."""
+
+    source: str
+    cost_limit: int = DEFAULT_COST_LIMIT
+    _program: Any = field(default=None, repr=False, compare=False)
+    _cost: int | Formula = field(default=1, repr=False, compare=False)
+
+    def estimate(self, activation: Activation) -> int:
+        """The expression's estimated cost on this input (what the limit is checked against)."""
+        return self._cost if isinstance(self._cost, int) else self._cost(activation.sizes())
+
+    def evaluate(self, activation: Activation) -> Any:
+        if activation.deadline is not None and time.monotonic() > activation.deadline:
+            raise EvaluationError("evaluation time budget exhausted: the expression was not evaluated")
+        estimated = self._cost if isinstance(self._cost, int) else self._cost(activation.sizes())
+        if estimated > self.cost_limit:
+            raise CostLimitExceeded(estimated, self.cost_limit)
+        try:
+            return self._program.execute(activation.context())
+        except KeyError as e:
+            raise EvaluationError(f"no such key: {e.args[0] if e.args else e}") from None
+        except Exception as e:  # the binding raises ValueError/TypeError/RuntimeError/ZeroDivisionError/...
+            raise EvaluationError(_clean(str(e))) from None
+
+
+def _clean(message: str) -> str:
+    message = message.split(" Check function arguments")[0].split(" Check that the variable")[0]
+    message = message.replace("Python function call failed: ", "")
+    return message.split(" CEL does not coerce between types")[0].strip()
+
+
+_FUNCTION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_POSITION = re.compile(r"<input>:(\d+):(\d+):\s*(.*)")
+
+
+def compile(expression: str, *, variables: Iterable[str] = ROOT_VARIABLES,  # noqa: A001 — reads as cel.compile
+            cost_limit: int = DEFAULT_COST_LIMIT) -> Program:
+    """Compile `expression`; `variables` are the names it may reference. Raises `CompileError`."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise CompileError(str(expression or ""), "empty expression")
+    source = _rewrite_struct_literals(expression)
+    _syntax_check(expression)
+    try:
+        program = _cel.compile(source)
+    except ValueError as e:  # only when the rewrite broke something the original parse accepted
+        raise CompileError(expression, str(e)) from None
+    tree = _parse_tree(source)
+    allowed = frozenset(variables)
+    if tree is not None:
+        analysis = _Analysis()
+        cost = analysis.node(tree, {}).cost
+        _check_references(expression, program, analysis, allowed)
+    else:  # the analysis grammar disagrees with the engine: assume every macro nests over the largest collection
+        depth = sum(source.count(f".{m}(") for m in MACROS)
+
+        def cost(s: _Sizes, _d: int = depth, _n: int = len(source)) -> int:
+            return _n * s.largest() ** _d
+    return Program(source=expression, cost_limit=cost_limit, _program=program, _cost=cost)
+
+
+def _syntax_check(expression: str) -> None:
+    try:
+        _cel.compile(expression)
+    except ValueError as e:
+        text = str(e)
+        m = _POSITION.search(text)
+        if m:
+            reason = m.group(3).strip()
+            raise CompileError(expression, reason, line=int(m.group(1)), column=int(m.group(2))) from None
+        raise CompileError(expression, text) from None
+
+
+def _check_references(expression: str, program: Any, analysis: _Analysis, allowed: frozenset[str]) -> None:
+    for name in program.variables():
+        if name in analysis.bound or name in allowed:
+            continue
+        line, column = analysis.positions.get(name, (0, 0))
+        raise CompileError(expression, f"undeclared reference to '{name}'", line=line, column=column)
+    for name in program.functions():
+        if not _FUNCTION_NAME.match(name) or name in KNOWN_FUNCTIONS:   # operators: `_+_`, `!_`, `@in`, ...
+            continue
+        line, column = analysis.positions.get(name, (0, 0))
+        raise CompileError(expression, f"undeclared function '{name}'", line=line, column=column)
+
+
+# --- `JSONPatch{op: "add", ...}` → `{"op": "add", ...}` ------------------------------------------------------------
+
+_STRUCT = re.compile(r"\bJSONPatch\s*\{")
+_IDENT_COLON = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:")
+
+
+def _rewrite_struct_literals(src: str) -> str:
+    """MutatingAdmissionPolicy's typed `JSONPatch{...}` literal as a plain map (the engine has no struct types).
+    Positions of a syntax error are taken from the original text, so the rewrite may shift columns freely."""
+    out, i = [], 0
+    while True:
+        m = _STRUCT.search(src, i)
+        if m is None or _in_string(src, m.start()):
+            if m is None:
+                out.append(src[i:])
+                return "".join(out)
+            out.append(src[i:m.end()])
+            i = m.end()
+            continue
+        out.append(src[i:m.start()] + "{")
+        j, depth, expect_key = m.end(), 0, True
+        while j < len(src):
+            ch = src[j]
+            if expect_key and depth == 0:
+                k = _IDENT_COLON.match(src, j)
+                if k:
+                    out.append(f' "{k.group(1)}":')
+                    j, expect_key = k.end(), False
+                    continue
+                expect_key = False
+            if ch in "\"'":
+                end = _string_end(src, j)
+                out.append(src[j:end])
+                j = end
+                continue
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0:
+                expect_key = True
+            out.append(ch)
+            j += 1
+        i = j
+
+
+def _string_end(src: str, j: int) -> int:
+    quote = src[j]
+    if src.startswith(quote * 3, j):
+        end = src.find(quote * 3, j + 3)
+        return len(src) if end < 0 else end + 3
+    k = j + 1
+    while k < len(src):
+        if src[k] == "\\":
+            k += 2
+            continue
+        if src[k] == quote:
+            return k + 1
+        k += 1
+    return len(src)
+
+
+def _in_string(src: str, pos: int) -> bool:
+    j = 0
+    while j < pos:
+        if src[j] in "\"'":
+            end = _string_end(src, j)
+            if end > pos:
+                return True
+            j = end
+        else:
+            j += 1
+    return False
+
+
+# --- static shape → cost formula ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _parser() -> Any:
+    from celpy.celparser import CELParser
+
+    return CELParser()
+
+
+def _parse_tree(source: str) -> Any:
+    try:
+        return _parser().parse(source)
+    except Exception:
+        return None
+
+
+@dataclass(frozen=True)
+class _Node:
+    cost: Cost
+    size: Formula
+    path: tuple[str, ...] | None = None
+
+
+def _one(s: _Sizes) -> int:
+    return 1
+
+
+def _largest(s: _Sizes) -> int:
+    return s.largest()
+
+
+class _Analysis:
+    """Walks celpy's lark parse tree of the expression; records comprehension variables and identifier positions."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
+        self.positions: dict[str, tuple[int, int]] = {}
+
+    def _token(self, tok: Any) -> str:
+        name = str(tok)
+        self.positions.setdefault(name, (getattr(tok, "line", 0) or 0, getattr(tok, "column", 0) or 0))
+        return name
+
+    def node(self, tree: Any, env: Mapping[str, tuple[str, ...] | None]) -> _Node:  # noqa: C901 — one case per rule
+        from lark import Token, Tree
+
+        if isinstance(tree, Token):
+            return _Node(1, _one)
+        kind, kids = tree.data, tree.children
+        if kind == "ident":
+            name = self._token(kids[0])
+            path = env.get(name, (name,))
+            return _Node(1, _path_size(path), path)
+        if kind == "member_dot":
+            inner = self.node(kids[0], env)
+            self._token(kids[1])
+            path = (*inner.path, str(kids[1])) if inner.path else None
+            return _Node(_plus(inner.cost), _path_size(path), path)
+        if kind == "member_index":
+            inner, index = self.node(kids[0], env), kids[1]
+            key = _string_literal(index)
+            path = (*inner.path, key if key is not None else "*") if inner.path else None
+            return _Node(_sum_cost([inner, self.node(index, env)]), _path_size(path), path)
+        if kind == "member_dot_arg":
+            target, method = kids[0], self._token(kids[1])
+            args = list(kids[2].children) if len(kids) > 2 and isinstance(kids[2], Tree) else []
+            var = _bare_ident(args[0]) if args else None
+            if method in MACROS and len(args) >= 2 and var is not None:
+                self.bound.add(var)
+                rng = self.node(target, env)
+                inner_env = {**env, var: (*rng.path, "*") if rng.path else None}
+                body = [self.node(a, inner_env) for a in args[1:]]
+                return _Node(_comprehension(rng, body), rng.size if method in ("map", "filter") else _one)
+            parts = [self.node(target, env), *(self.node(a, env) for a in args)]
+            return _Node(_sum_cost(parts), _largest)
+        if kind == "ident_arg":
+            self._token(kids[0])
+            args = list(kids[1].children) if len(kids) > 1 and isinstance(kids[1], Tree) else []
+            return _Node(_sum_cost([self.node(a, env) for a in args]), _largest)
+        if kind == "list_lit":
+            items = list(kids[0].children) if kids and isinstance(kids[0], Tree) else []
+            parts = [self.node(a, env) for a in items]
+            n = len(items)
+            return _Node(_sum_cost(parts), lambda s, _n=n: _n)
+        if kind == "addition" and len(kids) == 2 and isinstance(kids[0], Tree) and kids[0].data == "addition_add":
+            left, right = self.node(kids[0].children[0], env), self.node(kids[1], env)
+            return _Node(_sum_cost([left, right]), lambda s, a=left.size, b=right.size: a(s) + b(s))
+        subtrees = [k for k in kids if isinstance(k, Tree)]
+        if len(kids) == 1 and subtrees:
+            return self.node(kids[0], env)          # pass-through rules (expr, member, primary, paren_expr, ...)
+        return _Node(_sum_cost([self.node(k, env) for k in subtrees]), _largest)
+
+
+def _path_size(path: tuple[str, ...] | None) -> Formula:
+    if path is None:
+        return _largest
+    return lambda s, _p=path: s.at(_p)
+
+
+# A cost is an int (no comprehension below: known at compile time) or a formula over the input's sizes; constants
+# are folded so evaluating the formula costs one call per comprehension, not one per node.
+Cost = int | Formula
+
+
+def _total(costs: list[Cost], extra: int = 1) -> Cost:
+    const = extra + sum(c for c in costs if isinstance(c, int))
+    fns = [c for c in costs if not isinstance(c, int)]
+    if not fns:
+        return const
+    if len(fns) == 1:
+        f = fns[0]
+        return lambda s: const + f(s)
+    return lambda s: const + sum(f(s) for f in fns)
+
+
+def _plus(cost: Cost) -> Cost:
+    return _total([cost])
+
+
+def _sum_cost(parts: list[_Node]) -> Cost:
+    return _total([p.cost for p in parts])
+
+
+def _comprehension(rng: _Node, body: list[_Node]) -> Cost:
+    per_item, range_cost, size = _total([b.cost for b in body]), rng.cost, rng.size
+    if isinstance(per_item, int):
+        return _total([range_cost, lambda s: size(s) * per_item], extra=0)
+    return _total([range_cost, lambda s: size(s) * per_item(s)], extra=0)
+
+
+def _bare_ident(tree: Any) -> str | None:
+    from lark import Tree
+
+    node = tree
+    while isinstance(node, Tree) and len(node.children) == 1 and node.data != "ident":
+        node = node.children[0]
+    if isinstance(node, Tree) and node.data == "ident":
+        return str(node.children[0])
+    return None
+
+
+def _string_literal(tree: Any) -> str | None:
+    from lark import Token, Tree
+
+    node = tree
+    while isinstance(node, Tree) and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, Token) and node.type == "STRING_LIT" and not node.startswith(("r", "R")):
+        return node[1:-1]
+    return None

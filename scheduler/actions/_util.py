@@ -1,0 +1,87 @@
+"""Shared pieces of the actions: ordered pops over changing priorities, victim ordering, preempt predicates."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from scheduler.framework.nodes import EPSILON
+from scheduler.framework.session import Session
+from scheduler.framework.snapshot import Task
+
+__all__ = ["PriorityQueue", "fits", "preempt_candidate_nodes", "victims_order"]
+
+T = TypeVar("T")
+
+
+class PriorityQueue(Generic[T]):
+    """Volcano's util.PriorityQueue: a heap ordered by a `less(a, b)` function (evaluated at push/pop time)."""
+
+    __slots__ = ("_heap", "_less", "_n")
+
+    def __init__(self, less: Callable[[T, T], bool], items: Iterable[T] = ()) -> None:
+        self._less = less
+        self._heap: list[_Item[T]] = []
+        self._n = 0
+        for it in items:
+            self.push(it)
+
+    def push(self, item: T) -> None:
+        self._n += 1
+        heapq.heappush(self._heap, _Item(item, self._less, self._n))
+
+    def pop(self) -> T:
+        return heapq.heappop(self._heap).item
+
+    def empty(self) -> bool:
+        return not self._heap
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+class _Item(Generic[T]):
+    __slots__ = ("item", "less", "seq")
+
+    def __init__(self, item: T, less: Callable[[T, T], bool], seq: int) -> None:
+        self.item = item
+        self.less = less
+        self.seq = seq
+
+    def __lt__(self, other: _Item[T]) -> bool:
+        if self.less(self.item, other.item):
+            return True
+        if self.less(other.item, self.item):
+            return False
+        return self.seq < other.seq
+
+
+def fits(request: np.ndarray, available: np.ndarray) -> bool:
+    return bool(np.all(request <= available + EPSILON))
+
+
+def victims_order(ssn: Session, preemptor: Task) -> Callable[[Task], Any]:
+    """BuildVictimsPriorityQueue: the lowest-ordered victim first (reverse task order within a job, else reverse
+    job order)."""
+    def cmp(a: Task, b: Task) -> int:
+        if a.job == b.job:
+            return -1 if ssn.task_order(b, a) else (1 if ssn.task_order(a, b) else 0)
+        ja, jb = ssn.jobs[a.job], ssn.jobs[b.job]
+        return -1 if ssn.job_order(jb, ja) else (1 if ssn.job_order(ja, jb) else 0)
+    return functools.cmp_to_key(cmp)
+
+
+def preempt_candidate_nodes(ssn: Session, task: Task) -> list[int]:
+    """Nodes whose predicate failures (if any) are resolvable by evicting pods, best score first."""
+    f = ssn.predicate(task)
+    ok = f.feasible | ~(f.unresolvable if f.unresolvable is not None else np.zeros_like(f.feasible))
+    idx = np.flatnonzero(ok)
+    if len(idx) == 0:
+        return []
+    scores = ssn.node_scores(task, idx)
+    order = np.argsort(-scores, kind="stable")
+    return [int(i) for i in idx[order]]

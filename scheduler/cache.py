@@ -1,0 +1,130 @@
+"""The scheduler's view of the cluster kept warm in memory: informers on pods, nodes, PodGroups, queues and
+PriorityClasses, and the scheduler ConfigMap (hot-reloaded, last good kept). `snapshot()` feeds one session.
+
+Thin I/O shell around `scheduler.framework.snapshot.build` and `scheduler.framework.conf.load`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kube.client import ClusterClient
+from kube.informers import Informer, InformerFactory
+from scheduler.framework import conf as confs
+from scheduler.framework import snapshot as snapshots
+from scheduler.framework.registry import Registry
+
+__all__ = ["CONFIGMAP_KEY", "CONFIGMAP_NAME", "ConfSource", "ConfState", "SchedulerCache"]
+
+log = logging.getLogger(__name__)
+
+CONFIGMAP_NAME = "lahar-scheduler-configmap"
+CONFIGMAP_KEY = "volcano-scheduler.conf"
+PREFERRED_NAMESPACES = ("lahar-system", "volcano-system")
+
+_KINDS = {
+    "pods": ("", "v1", "pods"),
+    "nodes": ("", "v1", "nodes"),
+    "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+    "queues": ("scheduling.volcano.sh", "v1beta1", "queues"),
+    "priority_classes": ("scheduling.k8s.io", "v1", "priorityclasses"),
+    "numatopologies": ("nodeinfo.volcano.sh", "v1alpha1", "numatopologies"),
+    "devices": ("scheduling.koordinator.sh", "v1alpha1", "devices"),
+}
+
+
+class SchedulerCache:
+    """Informers for everything a snapshot needs; `snapshot()` builds one from their current contents."""
+
+    def __init__(self, client: ClusterClient, *, scheduler_names: Iterable[str] = snapshots.DEFAULT_SCHEDULER_NAMES,
+                 default_queue: str = "default") -> None:
+        self.client = client
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        self.factory = InformerFactory(client)
+        self.informers: dict[str, Informer] = {}
+        for key, (group, version, plural) in _KINDS.items():
+            rt = client.registry.get(group, version, plural)
+            if rt is not None:
+                self.informers[key] = self.factory.informer(rt)
+
+    def start(self, timeout: float | None = 60.0) -> bool:
+        self.factory.start()
+        return self.factory.wait_for_sync(timeout)
+
+    def stop(self) -> None:
+        self.factory.stop()
+
+    def snapshot(self) -> snapshots.Snapshot:
+        lists = {key: inf.list() for key, inf in self.informers.items()}
+        return snapshots.build(**lists, scheduler_names=self.scheduler_names, default_queue=self.default_queue)
+
+
+@dataclass(frozen=True)
+class ConfState:
+    conf: confs.SchedulerConf
+    source: str  # "default" or "<namespace>/<name>@<resourceVersion>"
+    error: str = ""  # why the newest ConfigMap content was not taken ("" when it was)
+
+
+class ConfSource:
+    """The scheduler configuration from ConfigMap `lahar-scheduler-configmap` (key `volcano-scheduler.conf`),
+    re-parsed when it changes; a bad version keeps the last good configuration and reports why once."""
+
+    def __init__(self, client: ClusterClient, registry: Registry, *, name: str = CONFIGMAP_NAME,
+                 key: str = CONFIGMAP_KEY, on_error: Callable[[dict, str], None] | None = None) -> None:
+        self.registry = registry
+        self.name = name
+        self.key = key
+        self.on_error = on_error
+        rt = client.registry.get("", "v1", "configmaps")
+        assert rt is not None
+        self.informer = Informer(client, rt, field_selector=f"metadata.name={name}")
+        self._default = confs.default_conf(registry.plugin_names)
+        self._state = ConfState(self._default, "default")
+        self._seen: str | None = None
+
+    def start(self, timeout: float | None = 30.0) -> bool:
+        self.informer.start()
+        return self.informer.wait_for_sync(timeout)
+
+    def stop(self) -> None:
+        self.informer.stop()
+
+    def _pick(self) -> dict | None:
+        items = [cm for cm in self.informer.list() if cm["metadata"]["name"] == self.name]
+        if not items:
+            return None
+        items.sort(key=lambda cm: (PREFERRED_NAMESPACES.index(cm["metadata"].get("namespace"))
+                                   if cm["metadata"].get("namespace") in PREFERRED_NAMESPACES else 99,
+                                   cm["metadata"].get("namespace", "")))
+        return items[0]
+
+    def current(self) -> ConfState:
+        cm = self._pick()
+        if cm is None:
+            if self._seen is not None:
+                self._seen = None
+                self._state = ConfState(self._default, "default")
+            return self._state
+        meta = cm["metadata"]
+        version = f"{meta.get('namespace')}/{meta['name']}@{meta.get('resourceVersion')}"
+        if version == self._seen:
+            return self._state
+        self._seen = version
+        text = (cm.get("data") or {}).get(self.key)
+        try:
+            if text is None:
+                raise confs.ConfError(f"ConfigMap {meta.get('namespace')}/{meta['name']} has no key {self.key!r}")
+            conf = confs.load(text, actions=self.registry.action_names, plugins=self.registry.plugin_names)
+        except confs.ConfError as e:
+            log.error("scheduler configuration %s rejected, keeping %s: %s", version, self._state.source, e)
+            self._state = ConfState(self._state.conf, self._state.source, str(e))
+            if self.on_error is not None:
+                self.on_error(cm, str(e))
+            return self._state
+        log.info("scheduler configuration %s loaded: actions %s", version, ", ".join(conf.actions))
+        self._state = ConfState(conf, version)
+        return self._state

@@ -1,0 +1,181 @@
+"""Apply one session's `Decisions` to the cluster: evictions, binds (concurrently, through `pods/binding`), PodGroup
+status, `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and `queue.status.allocated`.
+
+The thin I/O shell after `run_session`; a failed bind undoes nothing — the gang's remaining pods are placed by the
+next session, which sees the pods that did bind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kube import errors
+from kube.client import ClusterClient, Obj
+from scheduler.framework.session import Decisions
+
+__all__ = ["CommitResult", "apply", "record_event"]
+
+log = logging.getLogger(__name__)
+COMPONENT = "volcano"
+
+
+@dataclass
+class CommitResult:
+    bound: list[str] = field(default_factory=list)
+    bind_failures: dict[str, str] = field(default_factory=dict)
+    evicted: list[str] = field(default_factory=list)
+    evict_failures: dict[str, str] = field(default_factory=dict)
+    podgroups_written: int = 0
+    pods_updated: int = 0
+    events: int = 0
+    queues_written: int = 0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record_event(client: ClusterClient, involved: Obj, type_: str, reason: str, message: str, *,
+                 component: str = COMPONENT, now: Callable[[], str] = _now) -> bool:
+    """A core/v1 Event about `involved`; a repeat of (object, reason, message) bumps `count`. Best effort."""
+    rt = client.registry.get("", "v1", "events")
+    if rt is None:
+        return False
+    meta = involved.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    digest = hashlib.sha1(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:10]
+    name = f"{meta.get('name')}.{digest}"
+    ts = now()
+    try:
+        current = client.get(rt, name, namespace=namespace)
+        current["count"] = int(current.get("count") or 1) + 1
+        current["lastTimestamp"] = ts
+        client.update(rt, current, namespace=namespace)
+        return True
+    except errors.NotFound:
+        pass
+    except errors.ApiError:
+        return False
+    event = {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind"),
+                           "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+        "type": type_, "reason": reason, "message": message, "source": {"component": component},
+        "reportingComponent": component, "count": 1, "firstTimestamp": ts, "lastTimestamp": ts,
+    }
+    try:
+        client.create(rt, event, namespace=namespace)
+        return True
+    except errors.ApiError:
+        return False
+
+
+def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, events: bool = True,
+          evict_grace_seconds: int | None = None, now: Callable[[], str] = _now) -> CommitResult:
+    """Write the decisions; API errors are collected in the result, never raised. Evicted pods are deleted with
+    their own grace period unless `evict_grace_seconds` is given (the simulator uses 0: no kubelet to confirm)."""
+    out = CommitResult()
+    reg = client.registry
+    pods_rt = reg.get("", "v1", "pods")
+    pg_rt = reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")
+    q_rt = reg.get("scheduling.volcano.sh", "v1beta1", "queues")
+    assert pods_rt is not None
+
+    def evict(e: Any) -> tuple[str, str | None]:
+        key = f"{e.namespace}/{e.name}"
+        try:
+            with contextlib.suppress(errors.ApiError):
+                client.patch(pods_rt, e.name, {"status": {"conditions": [{
+                    "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                    "message": f"{COMPONENT}: preempting to accommodate a higher priority pod ({e.reason})",
+                    "lastTransitionTime": now()}]}}, namespace=e.namespace, patch_type="strategic",
+                    subresource="status")
+            client.delete(pods_rt, e.name, namespace=e.namespace, grace_period_seconds=evict_grace_seconds,
+                          preconditions={"uid": e.uid} if e.uid != key else None)
+            return key, None
+        except errors.NotFound:
+            return key, None
+        except errors.ApiError as exc:
+            return key, str(exc)
+
+    def bind(b: Any) -> tuple[str, str | None]:
+        key = f"{b.namespace}/{b.name}"
+        try:
+            client.bind(namespace=b.namespace, name=b.name, node_name=b.node,
+                        annotations=decisions.annotations.get(b.uid) or None)
+            return key, None
+        except errors.ApiError as exc:
+            return key, str(exc)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="lahar-bind") as pool:
+        for key, err in pool.map(evict, decisions.evictions):
+            if err is None:
+                out.evicted.append(key)
+            else:
+                out.evict_failures[key] = err
+        for key, err in pool.map(bind, decisions.binds):
+            if err is None:
+                out.bound.append(key)
+            else:
+                out.bind_failures[key] = err
+                log.warning("bind %s failed: %s", key, err)
+
+        def write_pg(item: tuple[str, Any]) -> int:
+            _, upd = item
+            if pg_rt is None:
+                return 0
+            n = 0
+            if upd.changed:
+                try:
+                    if "status" in pg_rt.subresources:
+                        client.patch(pg_rt, upd.name, {"status": upd.status}, namespace=upd.namespace,
+                                     subresource="status")
+                    else:
+                        client.patch(pg_rt, upd.name, {"status": upd.status}, namespace=upd.namespace)
+                    n += 1
+                except errors.ApiError as exc:
+                    log.warning("podgroup %s/%s status: %s", upd.namespace, upd.name, exc)
+            if events and upd.events:
+                involved = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                            "metadata": {"name": upd.name, "namespace": upd.namespace}}
+                for type_, reason, message in upd.events:
+                    record_event(client, involved, type_, reason, message, now=now)
+            return n
+
+        out.podgroups_written = sum(pool.map(write_pg, decisions.podgroups.items()))
+
+        def write_pod(c: Any) -> int:
+            cond = {"type": "PodScheduled", "status": "False", "reason": c.reason, "message": c.message,
+                    "lastTransitionTime": now()}
+            status: dict[str, Any] = {"conditions": [cond]}
+            if c.nominated_node:
+                status["nominatedNodeName"] = c.nominated_node
+            try:
+                client.patch(pods_rt, c.name, {"status": status}, namespace=c.namespace, patch_type="strategic",
+                              subresource="status")
+            except errors.ApiError:
+                return 0
+            if events and c.reason == "Unschedulable":
+                record_event(client, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                    "name": c.name, "namespace": c.namespace, "uid": c.uid}}, "Warning", "FailedScheduling",
+                    c.message, now=now)
+            return 1
+
+        out.pods_updated = sum(pool.map(write_pod, decisions.pod_conditions))
+
+    if q_rt is not None:
+        for name in decisions.queues_changed:
+            try:
+                client.patch(q_rt, name, {"status": {"allocated": decisions.queues[name]}},
+                             subresource="status" if "status" in q_rt.subresources else None)
+                out.queues_written += 1
+            except errors.ApiError as exc:
+                log.warning("queue %s status: %s", name, exc)
+    return out

@@ -1,0 +1,286 @@
+"""Extension points of a scheduling session: one `typing.Protocol` per hook, the vote and status vocabularies.
+
+Plugins (scheduler/plugins) implement only the hooks they need; `Session` (framework/session.py) dispatches each
+hook over the configured tiers with the combination rule written next to each protocol below (spec §5.2).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from scheduler.framework.nodes import NodeArrays
+    from scheduler.framework.session import Session
+    from scheduler.framework.snapshot import Job, Queue, Task
+
+__all__ = [
+    "HOOKS",
+    "Action",
+    "Allocatable",
+    "BestNode",
+    "Code",
+    "EventHandler",
+    "JobEnqueueable",
+    "JobEnqueued",
+    "JobOrder",
+    "JobPipelined",
+    "JobReady",
+    "JobStarving",
+    "JobValid",
+    "NodeFilter",
+    "NodeOrder",
+    "Overused",
+    "Plugin",
+    "PrePredicate",
+    "Predicate",
+    "Preemptable",
+    "Preemptive",
+    "QueueOrder",
+    "Reclaimable",
+    "SessionClose",
+    "SessionOpen",
+    "Status",
+    "TaskOrder",
+    "Vote",
+]
+
+
+class Vote(enum.IntEnum):
+    """A plugin's say on a job (Volcano's util.Permit/Abstain/Reject)."""
+
+    REJECT = -1
+    ABSTAIN = 0
+    PERMIT = 1
+
+
+class Code(enum.Enum):
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    ERROR = "Error"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A hook's answer, stamped with the plugin that gave it, so "why is my pod pending" names who said no."""
+
+    code: Code = Code.SUCCESS
+    reason: str = ""
+    plugin: str = ""
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @classmethod
+    def success(cls, plugin: str = "") -> Status:
+        return cls(Code.SUCCESS, "", plugin)
+
+
+@dataclass(slots=True)
+class NodeFilter:
+    """A vectorised predicate answer over all nodes: `feasible[i]` and, for failed nodes, `reasons[i]` (and code)."""
+
+    feasible: np.ndarray  # bool, shape (N,)
+    reasons: np.ndarray | None = None  # object, shape (N,): reason text where infeasible, else None
+    unresolvable: np.ndarray | None = None  # bool, shape (N,): failure is UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """Every plugin: a `name`; built by a registry factory from the tier's `arguments`."""
+
+    name: str
+
+
+@runtime_checkable
+class Action(Protocol):
+    """Every action (enqueue, allocate, ...): a `name` and `execute(ssn)`."""
+
+    name: str
+
+    def execute(self, ssn: Session) -> None: ...
+
+
+# --- lifecycle ---------------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class SessionOpen(Protocol):
+    """Called tier by tier when the session opens; the place to read the snapshot and build plugin state."""
+
+    def on_session_open(self, ssn: Session) -> None: ...
+
+
+@runtime_checkable
+class SessionClose(Protocol):
+    """Called when the session closes (gang writes PodGroup conditions here)."""
+
+    def on_session_close(self, ssn: Session) -> None: ...
+
+
+@runtime_checkable
+class EventHandler(Protocol):
+    """Told of every allocate/pipeline (`on_allocate`) and evict/undo (`on_deallocate`) in the session. Always on."""
+
+    def on_allocate(self, task: Task) -> None: ...
+
+    def on_deallocate(self, task: Task) -> None: ...
+
+
+# --- orders: first non-zero compare wins, tier by tier; fallbacks in Session ----------------------------------------
+
+@runtime_checkable
+class JobOrder(Protocol):
+    def job_order(self, left: Job, right: Job) -> int: ...
+
+
+@runtime_checkable
+class QueueOrder(Protocol):
+    def queue_order(self, left: Queue, right: Queue) -> int: ...
+
+
+@runtime_checkable
+class TaskOrder(Protocol):
+    def task_order(self, left: Task, right: Task) -> int: ...
+
+
+# --- job verdicts ----------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class JobValid(Protocol):
+    """First failing Status wins; None = valid."""
+
+    def job_valid(self, job: Job) -> Status | None: ...
+
+
+@runtime_checkable
+class JobReady(Protocol):
+    """AND over every enabled plugin."""
+
+    def job_ready(self, job: Job) -> bool: ...
+
+
+@runtime_checkable
+class JobPipelined(Protocol):
+    """Vote: any REJECT → False; a tier with a PERMIT → True; all abstain → next tier; default True."""
+
+    def job_pipelined(self, job: Job) -> Vote: ...
+
+
+@runtime_checkable
+class JobEnqueueable(Protocol):
+    """Vote, same rule as JobPipelined (switch `enableJobEnqueued`)."""
+
+    def job_enqueueable(self, job: Job) -> Vote: ...
+
+
+@runtime_checkable
+class JobEnqueued(Protocol):
+    """Told when a job is moved to Inqueue (switch `enableJobEnqueued`)."""
+
+    def job_enqueued(self, job: Job) -> None: ...
+
+
+@runtime_checkable
+class JobStarving(Protocol):
+    """The first tier with a registered plugin decides, AND within it; default False."""
+
+    def job_starving(self, job: Job) -> bool: ...
+
+
+# --- victims: per tier, intersect the lists of non-abstaining plugins; first tier with an answer decides ---------
+
+@runtime_checkable
+class Preemptable(Protocol):
+    """None = abstain; a list = the victims this plugin allows."""
+
+    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> list[Task] | None: ...
+
+
+@runtime_checkable
+class Reclaimable(Protocol):
+    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None: ...
+
+
+# --- queue verdicts ----------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class Overused(Protocol):
+    """OR over plugins."""
+
+    def overused(self, queue: Queue) -> bool: ...
+
+
+@runtime_checkable
+class Allocatable(Protocol):
+    """AND over plugins (switch `enabledAllocatable`)."""
+
+    def allocatable(self, queue: Queue, task: Task) -> bool: ...
+
+
+@runtime_checkable
+class Preemptive(Protocol):
+    """AND over plugins: may this queue take `task`'s request by reclaiming?"""
+
+    def preemptive(self, queue: Queue, task: Task) -> bool: ...
+
+
+# --- nodes -------------------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class PrePredicate(Protocol):
+    """All must pass (switch `enablePredicate`)."""
+
+    def pre_predicate(self, task: Task) -> Status: ...
+
+
+@runtime_checkable
+class Predicate(Protocol):
+    """All must pass, vectorised over the node arrays (switch `enablePredicate`)."""
+
+    def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter: ...
+
+
+@runtime_checkable
+class NodeOrder(Protocol):
+    """Scores over candidate node indices, summed across plugins (switch `enableNodeOrder`)."""
+
+    def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BestNode(Protocol):
+    """First non-None answer wins (switch `enableBestNode`)."""
+
+    def best_node(self, task: Task, candidates: np.ndarray, scores: np.ndarray) -> int | None: ...
+
+
+# hook method → (protocol, conf switch that gates it, or None = always on)
+HOOKS: dict[str, tuple[type[Any], str | None]] = {
+    "on_session_open": (SessionOpen, None),
+    "on_session_close": (SessionClose, None),
+    "on_allocate": (EventHandler, None),
+    "job_order": (JobOrder, "enableJobOrder"),
+    "queue_order": (QueueOrder, "enableQueueOrder"),
+    "task_order": (TaskOrder, "enableTaskOrder"),
+    "job_valid": (JobValid, None),
+    "job_ready": (JobReady, "enableJobReady"),
+    "job_pipelined": (JobPipelined, "enableJobPipelined"),
+    "job_enqueueable": (JobEnqueueable, "enableJobEnqueued"),
+    "job_enqueued": (JobEnqueued, "enableJobEnqueued"),
+    "job_starving": (JobStarving, "enableJobStarving"),
+    "preemptable": (Preemptable, "enablePreemptable"),
+    "reclaimable": (Reclaimable, "enableReclaimable"),
+    "overused": (Overused, "enabledOverused"),
+    "allocatable": (Allocatable, "enabledAllocatable"),
+    "preemptive": (Preemptive, "enablePreemptive"),
+    "pre_predicate": (PrePredicate, "enablePredicate"),
+    "predicate": (Predicate, "enablePredicate"),
+    "node_order": (NodeOrder, "enableNodeOrder"),
+    "best_node": (BestNode, "enableBestNode"),
+}

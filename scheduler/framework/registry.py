@@ -1,0 +1,64 @@
+"""Explicit registries of actions and plugins: name → factory(arguments). Nothing registers itself on import.
+
+`scheduler.registry.in_tree_registry()` fills one with the built-ins; tests and embedders build their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler.framework.hooks import Action, Plugin
+
+__all__ = ["ActionFactory", "PluginFactory", "Registry"]
+
+PluginFactory = Callable[[Mapping[str, Any]], Plugin]
+ActionFactory = Callable[[Mapping[str, Any]], Action]
+
+
+class Registry:
+    """Two name spaces, actions and plugins; registering a name twice raises `ValueError`."""
+
+    def __init__(self) -> None:
+        self._plugins: dict[str, PluginFactory] = {}
+        self._actions: dict[str, ActionFactory] = {}
+
+    def add_plugin(self, name: str, factory: PluginFactory) -> Registry:
+        if name in self._plugins:
+            raise ValueError(f"plugin {name!r} is already registered")
+        self._plugins[name] = factory
+        return self
+
+    def add_action(self, name: str, factory: ActionFactory) -> Registry:
+        if name in self._actions:
+            raise ValueError(f"action {name!r} is already registered")
+        self._actions[name] = factory
+        return self
+
+    def plugin(self, name: str, arguments: Mapping[str, Any] | None = None) -> Plugin:
+        try:
+            factory = self._plugins[name]
+        except KeyError:
+            raise KeyError(f"failed to find Plugin {name}") from None
+        return factory(dict(arguments or {}))
+
+    def action(self, name: str, arguments: Mapping[str, Any] | None = None) -> Action:
+        try:
+            factory = self._actions[name]
+        except KeyError:
+            raise KeyError(f"failed to find Action {name}") from None
+        return factory(dict(arguments or {}))
+
+    @property
+    def plugin_names(self) -> list[str]:
+        return list(self._plugins)
+
+    @property
+    def action_names(self) -> list[str]:
+        return list(self._actions)
+
+    def copy(self) -> Registry:
+        other = Registry()
+        other._plugins = dict(self._plugins)
+        other._actions = dict(self._actions)
+        return other

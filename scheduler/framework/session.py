@@ -1,0 +1,573 @@
+"""One scheduling session: a snapshot, the configured plugins in tiers, hook dispatch, and the decisions made.
+
+`scheduler.session.run_session` opens a `Session`, runs the configured actions on it and closes it into
+`Decisions`; `scheduler.commit` applies those to the cluster. Combination rules are Volcano's (spec §5.2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler.framework import hooks
+from scheduler.framework.conf import PluginOption, SchedulerConf
+from scheduler.framework.hooks import NodeFilter, Status, Vote
+from scheduler.framework.nodes import EPSILON, RowCache
+from scheduler.framework.registry import Registry
+from scheduler.framework.snapshot import (
+    ALLOCATED,
+    TERMINATED,
+    FitErrors,
+    Job,
+    Queue,
+    Snapshot,
+    Task,
+    TaskStatus,
+    node_kind,
+)
+from scheduler.framework.statement import Statement
+
+__all__ = ["Bind", "Decisions", "Eviction", "PodCondition", "PodGroupUpdate", "Session"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job: str
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    job: str
+
+
+@dataclass(slots=True)
+class PodGroupUpdate:
+    """The PodGroup status a session computed; `changed` = differs from the stored one (ignoring times/ids)."""
+
+    namespace: str
+    name: str
+    status: dict[str, Any]
+    changed: bool
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+
+
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    """`PodScheduled=False` for a pod left pending (or pipelined, with its nominated node)."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    message: str
+    nominated_node: str = ""
+
+
+@dataclass(slots=True)
+class Decisions:
+    """What one session decided, as plain data; `scheduler.commit.apply` writes it to the cluster."""
+
+    session: str
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    pipelined: dict[str, str] = field(default_factory=dict)
+    podgroups: dict[str, PodGroupUpdate] = field(default_factory=dict)
+    pod_conditions: list[PodCondition] = field(default_factory=list)
+    queues: dict[str, dict[str, str]] = field(default_factory=dict)
+    queues_changed: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    # pod uid → annotations written with its bind (Binding metadata, applied with the node assignment): device
+    # and NUMA decisions of the deviceshare and numa-aware plugins
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def bind_map(self) -> dict[str, str]:
+        return {f"{b.namespace}/{b.name}": b.node for b in self.binds}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def compare_task_default(left: Task, right: Task) -> int:
+    """Volcano helpers.CompareTask: pod index (name suffix) when both have one, else creation time, then UID."""
+    if left.index is not None and right.index is not None and left.index != right.index:
+        return -1 if left.index < right.index else 1
+    if left.creation != right.creation:
+        return -1 if left.creation < right.creation else 1
+    return -1 if left.uid < right.uid else (1 if left.uid > right.uid else 0)
+
+
+def _compare_created(left: Job | Queue, right: Job | Queue) -> int:
+    if left.creation != right.creation:
+        return -1 if left.creation < right.creation else 1
+    return -1 if left.uid < right.uid else (1 if left.uid > right.uid else 0)
+
+
+class Session:
+    """Open on a snapshot: builds the plugins of every tier (fresh per session) and calls `on_session_open`."""
+
+    def __init__(self, snapshot: Snapshot, conf: SchedulerConf, registry: Registry, *, uid: str | None = None,
+                 now: Callable[[], str] = _now) -> None:
+        self.uid = uid or str(uuid.uuid4())
+        self.snapshot = snapshot
+        self.conf = conf
+        self.registry = registry
+        self.timestamp = now()
+        self.now = lambda: self.timestamp
+        self.jobs = snapshot.jobs
+        self.queues = snapshot.queues
+        self.nodes = snapshot.nodes
+        self.arrays = snapshot.arrays
+        self.resources = snapshot.resources
+        self.total = snapshot.total
+        self.decisions = Decisions(session=self.uid)
+        self.tiers: list[list[tuple[PluginOption, Any]]] = []
+        self.plugins: dict[str, Any] = {}
+        self._hooks: dict[str, list[list[Any]]] = {}
+        self._handlers: list[Any] = []
+        self.old_status = {uid: dict(j.podgroup.get("status") or {}) for uid, j in self.jobs.items()}
+        self.plugin_seconds: Counter[str] = Counter()
+        arrays = self.arrays
+        self.fit_future_idle = RowCache(arrays, lambda req, rows: (
+            (req <= arrays.future_idle() + EPSILON).all(axis=1) if rows is None else
+            (req <= arrays.idle[rows] + arrays.releasing[rows] - arrays.pipelined[rows] + EPSILON).all(axis=1)))
+        self.fit_idle = RowCache(arrays, lambda req, rows: (
+            (req <= arrays.idle + EPSILON).all(axis=1) if rows is None else
+            (req <= arrays.idle[rows] + EPSILON).all(axis=1)))
+        self._open()
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        for tier in self.conf.tiers:
+            built = []
+            for option in tier.plugins:
+                plugin = self.registry.plugin(option.name, option.arguments)
+                built.append((option, plugin))
+                self.plugins[option.name] = plugin
+            self.tiers.append(built)
+        for name, (proto, switch) in hooks.HOOKS.items():
+            self._hooks[name] = [[p for opt, p in tier if isinstance(p, proto) and opt.enabled(switch)]
+                                 for tier in self.tiers]
+        self._handlers = [p for tier in self.tiers for _, p in tier if isinstance(p, hooks.EventHandler)]
+        for tier in self.tiers:
+            for _, plugin in tier:
+                if isinstance(plugin, hooks.SessionOpen):
+                    t0 = time.perf_counter()
+                    plugin.on_session_open(self)
+                    self.plugin_seconds[f"{plugin.name}:OnSessionOpen"] += time.perf_counter() - t0
+
+    def hooked(self, hook: str) -> Iterator[Any]:
+        """The plugins answering `hook`, tier by tier, with their switch on."""
+        for tier in self._hooks[hook]:
+            yield from tier
+
+    def has_hook(self, hook: str) -> bool:
+        return any(self._hooks[hook])
+
+    # --- orders: first non-zero compare wins; fallbacks creation time then UID (tasks: CompareTask) ----------------
+
+    def _order(self, hook: str, left: Any, right: Any) -> int:
+        for tier in self._hooks[hook]:
+            for p in tier:
+                c = getattr(p, hook)(left, right)
+                if c:
+                    return c
+        return 0
+
+    def job_order(self, left: Job, right: Job) -> bool:
+        c = self._order("job_order", left, right)
+        return c < 0 if c else _compare_created(left, right) < 0
+
+    def queue_order(self, left: Queue, right: Queue) -> bool:
+        c = self._order("queue_order", left, right)
+        return c < 0 if c else _compare_created(left, right) < 0
+
+    def task_order(self, left: Task, right: Task) -> bool:
+        c = self._order("task_order", left, right)
+        return c < 0 if c else compare_task_default(left, right) < 0
+
+    def task_key(self) -> Callable[[Task], Any]:
+        return functools.cmp_to_key(lambda a, b: -1 if self.task_order(a, b) else (1 if self.task_order(b, a) else 0))
+
+    # --- job verdicts --------------------------------------------------------------------------------------------
+
+    def job_valid(self, job: Job) -> Status | None:
+        """First failing status wins."""
+        for p in self.hooked("job_valid"):
+            st = p.job_valid(job)
+            if st is not None and not st.ok:
+                return st
+        return None
+
+    def job_ready(self, job: Job) -> bool:
+        """AND over plugins."""
+        return all(p.job_ready(job) for p in self.hooked("job_ready"))
+
+    def _vote(self, hook: str, job: Job) -> bool:
+        """Any REJECT → False; a tier with a PERMIT → True; otherwise next tier; default True."""
+        for tier in self._hooks[hook]:
+            permit = False
+            for p in tier:
+                v = getattr(p, hook)(job)
+                if v == Vote.REJECT:
+                    return False
+                if v == Vote.PERMIT:
+                    permit = True
+            if permit:
+                return True
+        return True
+
+    def job_pipelined(self, job: Job) -> bool:
+        return self._vote("job_pipelined", job)
+
+    def job_enqueueable(self, job: Job) -> bool:
+        return self._vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: Job) -> None:
+        for p in self.hooked("job_enqueued"):
+            p.job_enqueued(job)
+
+    def job_starving(self, job: Job) -> bool:
+        """The first tier with a plugin decides (AND within it); default False."""
+        for tier in self._hooks["job_starving"]:
+            if tier:
+                return all(p.job_starving(job) for p in tier)
+        return False
+
+    # --- victims: intersect per tier; the first tier with a non-empty answer decides ---------------------------
+
+    def _victims(self, hook: str, actor: Task, candidates: list[Task]) -> list[Task]:
+        victims: list[Task] | None = None
+        init = False
+        for tier in self._hooks[hook]:
+            for p in tier:
+                got = getattr(p, hook)(actor, candidates)
+                if got is None:
+                    continue
+                if not got:
+                    victims = None
+                    break
+                if not init:
+                    victims = list(got)
+                    init = True
+                else:
+                    keep = {t.uid for t in got}
+                    victims = [v for v in (victims or []) if v.uid in keep]
+            if victims is not None:
+                return victims
+        return victims or []
+
+    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> list[Task]:
+        return self._victims("preemptable", preemptor, preemptees)
+
+    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task]:
+        return self._victims("reclaimable", reclaimer, reclaimees)
+
+    # --- queue verdicts ------------------------------------------------------------------------------------------
+
+    def overused(self, queue: Queue) -> bool:
+        """OR over plugins."""
+        return any(p.overused(queue) for p in self.hooked("overused"))
+
+    def allocatable(self, queue: Queue, task: Task) -> bool:
+        """AND over plugins."""
+        return all(p.allocatable(queue, task) for p in self.hooked("allocatable"))
+
+    def preemptive(self, queue: Queue, task: Task) -> bool:
+        """AND over plugins."""
+        return all(p.preemptive(queue, task) for p in self.hooked("preemptive"))
+
+    # --- nodes ---------------------------------------------------------------------------------------------------
+
+    def pre_predicate(self, task: Task) -> Status | None:
+        """All must pass: the first failing status, or None."""
+        for p in self.hooked("pre_predicate"):
+            st = p.pre_predicate(task)
+            if st is not None and not st.ok:
+                return st
+        return None
+
+    def predicate(self, task: Task) -> NodeFilter:
+        """AND of every plugin's vectorised predicate; a node's reason is the first plugin's that rejected it."""
+        n = len(self.arrays)
+        feasible = np.ones(n, dtype=bool)
+        reasons: np.ndarray | None = None
+        unresolvable = np.zeros(n, dtype=bool)
+        for p in self.hooked("predicate"):
+            f = p.predicate(task, self.arrays)
+            newly = feasible & ~f.feasible
+            if newly.any():
+                if reasons is None:
+                    reasons = np.full(n, None, dtype=object)
+                if f.reasons is not None:
+                    reasons[newly] = f.reasons[newly]
+                else:
+                    reasons[newly] = f"node(s) rejected by {p.name}"
+                if f.unresolvable is not None:
+                    unresolvable |= newly & f.unresolvable
+            feasible &= f.feasible
+        return NodeFilter(feasible, reasons, unresolvable)
+
+    def predicate_nodes(self, task: Task) -> tuple[np.ndarray, FitErrors | None]:
+        """Allocate's predicate: init request fits future idle, then the plugins. Fit errors when nothing passes."""
+        fit = self.fit_future_idle.get(task.init_resreq.tobytes(), task.init_resreq)
+        f = self.predicate(task)
+        feasible = fit & f.feasible
+        if feasible.any():
+            return feasible, None
+        fi = self.arrays.future_idle()
+        errors = FitErrors(total=len(self.arrays))
+        if len(self.arrays):
+            short = self.arrays.insufficient(task.init_resreq, fi)
+            names = self.resources.names
+            for i in range(len(self.arrays)):
+                if short[i] >= 0:
+                    errors.reasons[f"Insufficient {names[short[i]]}"] += 1
+                elif f.reasons is not None and f.reasons[i] is not None:
+                    errors.reasons[f.reasons[i]] += 1
+        return feasible, errors
+
+    def node_scores(self, task: Task, candidates: np.ndarray) -> np.ndarray:
+        """Summed scores of the node-order plugins over `candidates` (indices)."""
+        total = np.zeros(len(candidates), dtype=np.float64)
+        for p in self.hooked("node_order"):
+            total += p.node_order(task, self.arrays, candidates)
+        return total
+
+    def best_node(self, task: Task, candidates: np.ndarray) -> int:
+        """Highest score wins; ties go to the first node in name order (Volcano picks randomly)."""
+        if len(candidates) == 1:
+            return int(candidates[0])
+        scores = self.node_scores(task, candidates)
+        for p in self.hooked("best_node"):
+            choice = p.best_node(task, candidates, scores)
+            if choice is not None:
+                return int(choice)
+        return int(candidates[int(np.argmax(scores))])
+
+    # --- the view, changed only through Statement (and backfill's direct allocate) ---------------------------------
+
+    def place(self, task: Task, node: int, status: TaskStatus) -> None:
+        job = self.jobs[task.job]
+        job.update_status(task, status)
+        task.node = node
+        task.node_name = self.arrays.names[node]
+        self.nodes[node].tasks[task.uid] = task
+        self.arrays.add(node, task.resreq, node_kind(status))
+        for h in self._handlers:
+            h.on_allocate(task)
+
+    def unplace(self, task: Task) -> None:
+        job = self.jobs[task.job]
+        self.arrays.remove(task.node, task.resreq, node_kind(task.status))
+        self.nodes[task.node].tasks.pop(task.uid, None)
+        job.update_status(task, TaskStatus.PENDING)
+        task.node = -1
+        task.node_name = ""
+        for h in self._handlers:
+            h.on_deallocate(task)
+
+    def release(self, task: Task) -> None:
+        job = self.jobs[task.job]
+        if task.node >= 0:
+            self.arrays.remove(task.node, task.resreq, node_kind(task.status))
+            self.arrays.add(task.node, task.resreq, "releasing")
+        job.update_status(task, TaskStatus.RELEASING)
+        for h in self._handlers:
+            h.on_deallocate(task)
+
+    def unrelease(self, task: Task, previous: TaskStatus) -> None:
+        job = self.jobs[task.job]
+        if task.node >= 0:
+            self.arrays.remove(task.node, task.resreq, "releasing")
+            self.arrays.add(task.node, task.resreq, node_kind(previous))
+        job.update_status(task, previous)
+        for h in self._handlers:
+            h.on_allocate(task)
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def allocate(self, task: Task, node: int) -> None:
+        """Allocate and commit at once (backfill: no gang)."""
+        stmt = Statement(self)
+        stmt.allocate(task, node)
+        stmt.commit()
+
+    def record_bind(self, task: Task) -> None:
+        self.decisions.binds.append(Bind(task.namespace, task.name, task.uid, task.node_name, task.job))
+
+    def record_eviction(self, task: Task, reason: str) -> None:
+        self.decisions.evictions.append(Eviction(task.namespace, task.name, task.uid, reason, task.job))
+
+    # --- PodGroup conditions and events (gang, enqueue) ------------------------------------------------------------
+
+    def update_podgroup_condition(self, job: Job, condition: dict[str, Any]) -> None:
+        """Replace the condition of the same type (Volcano UpdatePodGroupCondition)."""
+        job.conditions[condition["type"]] = condition
+
+    def record_podgroup_event(self, job: Job, type_: str, reason: str, message: str) -> None:
+        job.events.append((type_, reason, message))
+
+    # --- close ---------------------------------------------------------------------------------------------------
+
+    def close(self) -> Decisions:
+        for tier in self.tiers:
+            for _, plugin in tier:
+                if isinstance(plugin, hooks.SessionClose):
+                    t0 = time.perf_counter()
+                    plugin.on_session_close(self)
+                    self.plugin_seconds[f"{plugin.name}:OnSessionClose"] += time.perf_counter() - t0
+        d = self.decisions
+        for job in self.jobs.values():
+            self._close_job(job)
+        self._queue_status()
+        for key, secs in self.plugin_seconds.items():
+            d.timings[f"plugin:{key}"] = secs
+        return d
+
+    def _close_job(self, job: Job) -> None:
+        d = self.decisions
+        for t in job.index.get(TaskStatus.PIPELINED, {}).values():
+            d.pipelined[t.key] = t.node_name
+        old = self.old_status.get(job.uid, {})
+        status = _job_status(self, job, old)
+        changed = _status_changed(status, old)
+        events = list(job.events)
+        pg_unschedulable = status.get("phase") in ("Pending", "Inqueue", "Unknown")
+        if changed and pg_unschedulable and job.min_available > 0 and (job.fit_errors or job.job_fit_error):
+            msg = (f"{job.count(TaskStatus.PENDING)}/{len(job.tasks)} tasks in gang unschedulable: "
+                   f"{job.fit_error()}")
+            events.append(("Warning", "Unschedulable", msg))
+        elif changed and status.get("phase") == "Running" and old.get("phase") != "Running":
+            events.append(("Normal", "Scheduled", "pod group is ready"))
+        d.podgroups[job.uid] = PodGroupUpdate(job.namespace, job.name, status if changed else dict(old), changed,
+                                              events)
+        base = job.job_fit_error or "all nodes are unavailable"
+        by_role = {job.tasks[uid].role: fe for uid, fe in job.fit_errors.items() if uid in job.tasks}
+        for status_ in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+            for t in job.index.get(status_, {}).values():
+                if t.sch_gated:
+                    continue
+                if status_ is TaskStatus.PIPELINED:
+                    reason, msg, nominated = ("Schedulable",
+                                              f"Pod {t.key} can possibly be assigned to {t.node_name} once resource "
+                                              "is released", t.node_name)
+                else:
+                    fe = job.fit_errors.get(t.uid) or by_role.get(t.role)  # skipped by allocate's role cache
+                    reason, msg, nominated = "Unschedulable", (fe.message() if fe else base), ""
+                if _pod_condition_changed(t.pod, reason, msg):
+                    d.pod_conditions.append(PodCondition(t.namespace, t.name, t.uid, reason, msg, nominated))
+
+    def _queue_status(self) -> None:
+        """queue.status.allocated: Allocated/Binding/Bound/Running requests, summed up the parent chain."""
+        alloc = {name: self.resources.zeros() for name in self.queues}
+        for job in self.jobs.values():
+            if job.queue in alloc:
+                alloc[job.queue] += job.allocated
+        rolled = {name: v.copy() for name, v in alloc.items()}
+        for name, vec in alloc.items():
+            seen = {name}
+            parent = _parent(self.queues, name)
+            while parent and parent in rolled and parent not in seen:
+                rolled[parent] += vec
+                seen.add(parent)
+                parent = _parent(self.queues, parent)
+        for name, vec in rolled.items():
+            rl = self.resources.to_list(vec)
+            self.decisions.queues[name] = rl
+            current = ((self.queues[name].queue.get("status") or {}).get("allocated")) or {}
+            if _normal(current, self.resources) != _normal(rl, self.resources):
+                self.decisions.queues_changed.append(name)
+
+
+def _parent(queues: dict[str, Queue], name: str) -> str:
+    q = queues.get(name)
+    if q is None or name == "root":
+        return ""
+    return q.parent or ("root" if "root" in queues else "")
+
+
+def _normal(rl: dict[str, Any], resources: Any) -> dict[str, float]:
+    v = resources.vector(rl)
+    return {n: round(float(v[i]), 3) for i, n in enumerate(resources.names) if abs(v[i]) >= EPSILON}
+
+
+def _job_status(ssn: Session, job: Job, old: dict[str, Any]) -> dict[str, Any]:
+    """Volcano jobStatus(): phase from allocated counts and this session's Unschedulable condition."""
+    status = dict(old)
+    if job.conditions:
+        conditions = [dict(c) for c in old.get("conditions") or []]
+        for ctype, cond in job.conditions.items():
+            for i, c in enumerate(conditions):
+                if c.get("type") == ctype:
+                    conditions[i] = dict(cond)
+                    break
+            else:
+                conditions.append(dict(cond))
+        status["conditions"] = conditions
+    unschedulable = False
+    for c in status.get("conditions") or ():
+        if c.get("type") == "Unschedulable" and c.get("status") == "True" and c.get("transitionID") == ssn.uid:
+            unschedulable = True
+            break
+    running = job.count(TaskStatus.RUNNING)
+    if running and unschedulable:
+        status["phase"] = "Unknown"
+    else:
+        terminated = job.count(*TERMINATED)
+        allocated = job.count(*ALLOCATED) + terminated
+        if allocated >= job.min_available:
+            status["phase"] = "Completed" if terminated == allocated and allocated else "Running"
+        elif job.phase != "Inqueue":
+            status["phase"] = "Pending"
+        else:
+            status["phase"] = "Inqueue"
+    status["running"] = running
+    status["failed"] = job.count(TaskStatus.FAILED)
+    status["succeeded"] = job.count(TaskStatus.SUCCEEDED)
+    return status
+
+
+_IGNORED = ("lastTransitionTime", "transitionID")
+
+
+def _cond_key(c: dict[str, Any]) -> tuple[Any, ...]:
+    return (c.get("type"), c.get("status"), c.get("reason") or "", c.get("message") or "")
+
+
+def _status_changed(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Differs in phase, counts or conditions (ignoring transition times and session ids)?"""
+    for k in ("phase", "running", "failed", "succeeded"):
+        if (new.get(k) or 0) != (old.get(k) or 0):
+            return True
+    nc, oc = new.get("conditions") or [], old.get("conditions") or []
+    if len(nc) != len(oc):
+        return True
+    return sorted(map(_cond_key, nc), key=str) != sorted(map(_cond_key, oc), key=str)
+
+
+def _pod_condition_changed(pod: dict[str, Any], reason: str, message: str) -> bool:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return not (c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message)
+    return True
+

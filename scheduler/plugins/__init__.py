@@ -1,0 +1,14 @@
+"""In-tree plugins (Volcano `pkg/scheduler/plugins`): one module per plugin, one class with `name` and the hook
+methods of `scheduler.framework.hooks` it implements; listed by name in `scheduler.registry.in_tree_registry`.
+"""
+
+from __future__ import annotations
+
+from scheduler.plugins.conformance import Conformance
+from scheduler.plugins.gang import Gang
+from scheduler.plugins.nodeorder import NodeOrder
+from scheduler.plugins.predicates import Predicates
+from scheduler.plugins.priority import Priority
+from scheduler.plugins.proportion import Proportion
+
+__all__ = ["Conformance", "Gang", "NodeOrder", "Predicates", "Priority", "Proportion"]

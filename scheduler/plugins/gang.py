@@ -1,0 +1,98 @@
+"""gang: all-or-nothing for PodGroups — a job is valid, ready, pipelined or starving by its minMember (spec §5.4).
+
+Writes the PodGroup `Unschedulable` / `Scheduled` conditions when the session closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.framework.hooks import Code, Status, Vote
+from scheduler.framework.session import Session
+from scheduler.framework.snapshot import Job, Task, TaskStatus
+
+__all__ = ["Gang"]
+
+NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
+NOT_ENOUGH_TASKS = "NotEnoughTasks"
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+
+
+class Gang:
+    name = "gang"
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        self.arguments = dict(arguments or {})
+        self.ssn: Session | None = None
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+
+    def job_valid(self, job: Job) -> Status | None:
+        if not job.check_task_valid():
+            return Status(Code.UNSCHEDULABLE, NOT_ENOUGH_PODS_OF_TASK, self.name,
+                          "Not enough valid pods of each task for gang-scheduling")
+        valid = job.valid_task_num()
+        if valid < job.min_available:
+            return Status(Code.UNSCHEDULABLE, NOT_ENOUGH_TASKS, self.name,
+                          f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}")
+        return None
+
+    def _victims(self, preemptees: list[Task]) -> list[Task]:
+        """A job yields tasks only while its ready count stays above minAvailable."""
+        assert self.ssn is not None
+        occupied: dict[str, int] = {}
+        victims = []
+        for t in preemptees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None:
+                continue
+            if t.job not in occupied:
+                occupied[t.job] = job.ready_task_num()
+            if occupied[t.job] > job.min_available:
+                occupied[t.job] -= 1
+                victims.append(t)
+        return victims
+
+    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> list[Task] | None:
+        return self._victims(preemptees)
+
+    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None:
+        return self._victims(reclaimees)
+
+    def job_order(self, left: Job, right: Job) -> int:
+        """Jobs not yet ready go first."""
+        lr, rr = left.is_ready(), right.is_ready()
+        if lr and rr or (not lr and not rr):
+            return 0
+        return 1 if lr else -1
+
+    def job_ready(self, job: Job) -> bool:
+        return job.check_task_ready() and job.is_ready()
+
+    def job_pipelined(self, job: Job) -> Vote:
+        return Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT
+
+    def job_starving(self, job: Job) -> bool:
+        return job.is_starving()
+
+    def on_session_close(self, ssn: Session) -> None:
+        for job in ssn.jobs.values():
+            if not job.is_ready():
+                schedulable = job.ready_task_num() + job.count(TaskStatus.PIPELINED)
+                unready = job.min_available - schedulable
+                msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job.fit_error()}"
+                job.job_fit_error = msg
+                ssn.update_podgroup_condition(job, {
+                    "type": "Unschedulable", "status": "True", "lastTransitionTime": ssn.now(),
+                    "transitionID": ssn.uid, "reason": NOT_ENOUGH_RESOURCES, "message": msg,
+                })
+            else:
+                ssn.update_podgroup_condition(job, {
+                    "type": "Scheduled", "status": "True", "lastTransitionTime": ssn.now(),
+                    "transitionID": ssn.uid, "reason": "tasks in gang are ready to be scheduled", "message": "",
+                })
+
+
+

@@ -1,0 +1,37 @@
+"""The built-in actions and plugins, by Volcano's names. Adding a plugin = one module + one line here.
+
+Lives outside `scheduler.framework` on purpose: the framework never imports a plugin.
+"""
+
+from __future__ import annotations
+
+from scheduler.actions.allocate import Allocate
+from scheduler.actions.backfill import Backfill
+from scheduler.actions.enqueue import Enqueue
+from scheduler.actions.preempt import Preempt
+from scheduler.actions.reclaim import Reclaim
+from scheduler.framework.registry import Registry
+from scheduler.plugins.conformance import Conformance
+from scheduler.plugins.gang import Gang
+from scheduler.plugins.nodeorder import NodeOrder
+from scheduler.plugins.predicates import Predicates
+from scheduler.plugins.priority import Priority
+from scheduler.plugins.proportion import Proportion
+
+__all__ = ["in_tree_registry"]
+
+
+def in_tree_registry() -> Registry:
+    """A fresh registry with every built-in action and plugin."""
+    return (Registry()
+            .add_action("enqueue", Enqueue)
+            .add_action("allocate", Allocate)
+            .add_action("backfill", Backfill)
+            .add_action("preempt", Preempt)
+            .add_action("reclaim", Reclaim)
+            .add_plugin("priority", Priority)
+            .add_plugin("gang", Gang)
+            .add_plugin("conformance", Conformance)
+            .add_plugin("predicates", Predicates)
+            .add_plugin("proportion", Proportion)
+            .add_plugin("nodeorder", NodeOrder))

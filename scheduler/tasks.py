@@ -1,0 +1,155 @@
+"""The periodic session: Celery task `scheduler.session` on queue `scheduling`, consumed by `lahar scheduler`
+(one worker process, concurrency 1, informer cache kept warm in memory).
+
+`lahar.worker` imports this module and calls `register(app, settings)`; beat ticks every `schedule_period` with
+`expires = schedule_period`, so ticks that queue up behind a long session expire instead of piling up, and a
+Redis lease makes one session run cluster-wide at a time (a tick that finds it held is dropped, not queued).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from kube.client import ClusterClient
+from scheduler import commit as commits
+from scheduler.cache import ConfSource, SchedulerCache
+from scheduler.framework.registry import Registry
+from scheduler.metrics import SchedulerMetrics
+from scheduler.registry import in_tree_registry
+from scheduler.session import run_session
+
+__all__ = ["LEASE_KEY", "RedisLease", "Runner", "configure", "register", "runner"]
+
+log = logging.getLogger(__name__)
+
+LEASE_KEY = "lahar:scheduler:session"
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+
+class RedisLease:
+    """SET NX PX with a random token; release only when the token is still ours."""
+
+    def __init__(self, redis_client: Any, *, key: str = LEASE_KEY, ttl_seconds: float = 60.0) -> None:
+        self.redis = redis_client
+        self.key = key
+        self.ttl_ms = int(ttl_seconds * 1000)
+        self.token = ""
+
+    def acquire(self) -> bool:
+        token = uuid.uuid4().hex
+        if self.redis.set(self.key, token, nx=True, px=self.ttl_ms):
+            self.token = token
+            return True
+        return False
+
+    def release(self) -> None:
+        if self.token:
+            self.redis.eval(_RELEASE, 1, self.key, self.token)
+            self.token = ""
+
+
+class Runner:
+    """Everything one `lahar scheduler` process keeps between ticks: client, cache, configuration, lease."""
+
+    def __init__(self, client: ClusterClient, *, lease: RedisLease | None = None, registry: Registry | None = None,
+                 metrics: SchedulerMetrics | None = None, workers: int = 16) -> None:
+        self.client = client
+        self.registry = registry if registry is not None else in_tree_registry()
+        self.cache = SchedulerCache(client)
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
+        self.conf = ConfSource(client, self.registry, on_error=self._conf_error)
+        self.lease = lease
+        self.workers = workers
+        self._local = threading.Lock()
+        self._started = False
+
+    def start(self, timeout: float | None = 60.0) -> bool:
+        ok = self.cache.start(timeout) and self.conf.start(timeout)
+        self._started = True
+        return ok
+
+    def stop(self) -> None:
+        self.cache.stop()
+        self.conf.stop()
+
+    def _conf_error(self, cm: dict, message: str) -> None:
+        self.metrics.conf_errors.inc()
+        commits.record_event(self.client, cm, "Warning", "InvalidConfiguration",
+                             f"scheduler configuration rejected, the last good one stays in force: {message}")
+
+    def tick(self) -> dict[str, Any]:
+        """One session if nobody else runs one; otherwise drop the tick."""
+        if not self._local.acquire(blocking=False):
+            self.metrics.sessions_skipped.inc()
+            return {"skipped": "session running in this process"}
+        try:
+            if self.lease is not None and not self.lease.acquire():
+                self.metrics.sessions_skipped.inc()
+                return {"skipped": "session running elsewhere"}
+            try:
+                if not self._started:
+                    self.start()
+                state = self.conf.current()
+                t0 = time.perf_counter()
+                snap = self.cache.snapshot()
+                t1 = time.perf_counter()
+                decisions = run_session(snap, state.conf, registry=self.registry)
+                result = commits.apply(self.client, decisions, workers=self.workers)
+                t2 = time.perf_counter()
+                self.metrics.observe(decisions)
+                return {"session": decisions.session, "bound": len(result.bound),
+                        "bind_failures": len(result.bind_failures), "evicted": len(result.evicted),
+                        "pipelined": len(decisions.pipelined), "snapshot_s": round(t1 - t0, 4),
+                        "session_s": round(decisions.timings.get("total", 0.0), 4), "total_s": round(t2 - t0, 4),
+                        "conf": state.source, "conf_error": state.error}
+            finally:
+                if self.lease is not None:
+                    self.lease.release()
+        finally:
+            self._local.release()
+
+
+_runner: Runner | None = None
+_settings: Any = None
+
+
+def configure(r: Runner | None) -> None:
+    """Install the process's runner (`lahar scheduler` does this before starting the worker)."""
+    global _runner
+    _runner = r
+
+
+def runner() -> Runner:
+    """The process's runner, built from settings on first use (KUBECONFIG / in-cluster, REDIS_URL)."""
+    global _runner
+    if _runner is None:
+        import redis
+
+        from kube import kubeconfig
+        from kube.rest import RestClient
+
+        s = _settings
+        client = RestClient(kubeconfig.load(str(s.kubeconfig) if s is not None and s.kubeconfig else None))
+        lease = None
+        if s is not None and s.redis_url:
+            lease = RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=max(60.0, 10 * s.schedule_period))
+        _runner = Runner(client, lease=lease)
+    return _runner
+
+
+def register(app: Any, settings: Any) -> dict[str, dict[str, Any]]:
+    """Define `scheduler.session` on the Celery app; return its beat entry."""
+    global _settings
+    _settings = settings
+    period = float(getattr(settings, "schedule_period", 1.0))
+
+    @app.task(name="scheduler.session", ignore_result=True, acks_late=False)
+    def session() -> dict[str, Any]:
+        return runner().tick()
+
+    return {"scheduler.session": {"task": "scheduler.session", "schedule": period,
+                                  "options": {"queue": "scheduling", "expires": period}}}

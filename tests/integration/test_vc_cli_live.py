@@ -1,0 +1,97 @@
+"""`lahar job` / `lahar queue` through the real REST client against devcluster over HTTPS, plus the command and
+queue reconcilers acting on what the CLI wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kube import errors, kubeconfig
+from kube.rest import RestClient
+from lahar.cli import app
+
+pytestmark = pytest.mark.integration
+
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+@pytest.fixture(scope="module")
+def rest(live_devcluster: Any) -> Iterator[RestClient]:
+    if not CRDS.is_dir():
+        pytest.skip("deploy/crds is absent")
+    client = RestClient(kubeconfig.load(live_devcluster.kubeconfig))
+    crd_rt = client.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    for path in sorted(CRDS.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                with contextlib.suppress(errors.AlreadyExists):
+                    client.create(crd_rt, doc)
+    deadline = time.monotonic() + 20
+    for plural, group, version in (("queues", "scheduling.volcano.sh", "v1beta1"),
+                                   ("jobs", "batch.volcano.sh", "v1alpha1"),
+                                   ("commands", "bus.volcano.sh", "v1alpha1")):
+        rt = client.registry.get(group, version, plural)
+        while True:
+            try:
+                client.list(rt, namespace="default" if rt.namespaced else None)
+                break
+            except errors.NotFound:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def lahar(live: Any, *args: str) -> Any:
+    res = CliRunner().invoke(app, [*args, "--kubeconfig", str(live.kubeconfig)])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def test_job_and_queue_commands_over_https(live_devcluster: Any, rest: RestClient) -> None:
+    from controllers import commands, queues
+    from controllers.context import Context
+
+    suffix = uuid.uuid4().hex[:6]
+    ns, queue = f"vc-{suffix}", f"q-{suffix}"
+    rest.create(rest.registry.get("", "v1", "namespaces"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    lahar(live_devcluster, "queue", "create", "-n", queue, "-w", "2")
+    assert queue in lahar(live_devcluster, "queue", "list").output
+    lahar(live_devcluster, "job", "run", "-N", "j1", "-n", ns, "-r", "2", "-q", queue)
+    listed = lahar(live_devcluster, "job", "list", "-n", ns).output.splitlines()
+    assert listed[0].split()[0] == "Name" and any(line.split()[0] == "j1" for line in listed[1:])
+    lahar(live_devcluster, "job", "suspend", "-N", "j1", "-n", ns)
+    lahar(live_devcluster, "queue", "close", queue)
+
+    cmd_rt = rest.registry.get("bus.volcano.sh", "v1alpha1", "commands")
+    [job_cmd] = rest.list(cmd_rt, namespace=ns)["items"]
+    assert job_cmd["action"] == "AbortJob" and job_cmd["target"]["name"] == "j1"
+    [queue_cmd] = [c for c in rest.list(cmd_rt, namespace="default")["items"] if c["target"]["name"] == queue]
+
+    ctx = Context(client=rest)
+    commands.reconcile(ctx, ns, job_cmd["metadata"]["name"])
+    assert ctx.inbox.peek("Job", ns, "j1")[0]["action"] == "AbortJob"
+    commands.reconcile(ctx, "default", queue_cmd["metadata"]["name"])
+    q_rt = rest.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
+    assert rest.get(q_rt, queue)["status"]["state"] == "Closed"
+    assert rest.list(cmd_rt, namespace=ns)["items"] == []
+    queues.reconcile(ctx, "", queue)
+    assert rest.get(q_rt, queue)["spec"]["parent"] == "root"
+
+    view = lahar(live_devcluster, "job", "view", "j1", "-n", ns).output
+    assert "CommandIssued" in view
+    lahar(live_devcluster, "job", "delete", "j1", "-n", ns)
+    lahar(live_devcluster, "queue", "delete", queue)

@@ -1,0 +1,138 @@
+"""The admission HTTP app: FastAPI serving Volcano's webhook paths, `/healthz`, `/readyz` and `/metrics`.
+
+`create_app(lookups=..., config=...)` is wired by `lahar webhook` (served by `webhooks.server` over HTTPS) and by
+tests (Starlette's TestClient, overriding the `get_admission` dependency). Each POST reads the body (at most 3 MiB),
+`review.decode`s it, runs `routes.admit` and answers with `review.response_bytes` (orjson). One dependency,
+`get_admission`, carries the look-ups, configuration, route table and metrics (override it in tests).
+
+HTTP answers: 200 with an AdmissionReview for every well-formed review (denials included, handler crashes
+included — see `webhooks.routes`); 400 with a JSON Status naming what is wrong for a body that is too large,
+not JSON, or not an AdmissionReview; 404 for a path lahar does not serve; never a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi import Depends, FastAPI
+from fastapi import Request as HttpRequest
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from webhooks import review
+from webhooks.lookups import Lookups
+from webhooks.metrics import CONTENT_TYPE, Metrics
+from webhooks.routes import Route, admit, default_routes
+
+__all__ = ["Admission", "create_app", "get_admission"]
+
+log = logging.getLogger(__name__)
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the admission endpoints work with: one dependency, so a request resolves one (cheap) `Depends`."""
+
+    lookups: Lookups           # cluster state the handlers read (InformerLookups in the server)
+    config: Any                # policies.admission.AdmissionConfig
+    routes: Mapping[str, Route]
+    metrics: Metrics
+
+
+async def get_admission(request: HttpRequest) -> Admission:
+    """The app's `Admission`; tests override it (`app.dependency_overrides[get_admission] = lambda: ...`)."""
+    return request.app.state.admission
+
+
+def _status(code: int, reason: str, message: str) -> Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
+            "code": code}
+    return Response(orjson.dumps(body), status_code=code, media_type=JSON)
+
+
+async def _read_body(request: HttpRequest) -> bytes:
+    """The body, refusing more than `review.MAX_BODY_BYTES` before reading it all (ReviewError)."""
+    length = request.headers.get("content-length")
+    limit = review.MAX_BODY_BYTES
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise review.ReviewError(f"request body is {length} bytes, larger than the {limit} bytes (3 MiB) "
+                                 "an API server sends")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise review.ReviewError(f"request body is larger than the {limit} bytes (3 MiB) an API server sends")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | None = None,
+               metrics: Metrics | None = None) -> FastAPI:
+    """The admission app over `lookups` and `config`; `routes` defaults to every Volcano path."""
+    app = FastAPI(title="lahar admission webhooks", openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.admission = Admission(lookups=lookups, config=config,
+                                    routes=dict(routes) if routes is not None else default_routes(),
+                                    metrics=metrics or Metrics())
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: HttpRequest, exc: StarletteHTTPException) -> Response:
+        served = request.app.state.admission.routes
+        path = request.url.path
+        # the catch-all POST route makes every other method a 405; for a path lahar does not serve, say 404
+        if exc.status_code == 404 or (exc.status_code == 405 and path not in served):
+            return _status(404, "NotFound", f"no admission webhook at {path}; lahar serves {', '.join(sorted(served))}")
+        if exc.status_code == 405:
+            return _status(405, "MethodNotAllowed", f"{request.method} is not allowed on {request.url.path}; "
+                                                    "admission reviews are POSTed")
+        return _status(exc.status_code, "Error", str(exc.detail))
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> Response:
+        return Response(b"ok", media_type="text/plain")
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz(admission: Admission = Depends(get_admission)) -> Response:
+        ready = getattr(admission.lookups, "ready", None)
+        if ready is not None and not ready():
+            return Response(b"not ready: cluster look-ups (informers) have not synced yet", status_code=503,
+                            media_type="text/plain")
+        return Response(b"ok", media_type="text/plain")
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_endpoint(admission: Admission = Depends(get_admission)) -> Response:
+        return Response(admission.metrics.render().encode(), media_type=CONTENT_TYPE)
+
+    @app.post("/{path:path}", include_in_schema=False)
+    async def review_endpoint(request: HttpRequest, admission: Admission = Depends(get_admission)) -> Response:
+        start = time.perf_counter()
+        path = request.scope["path"]
+        metrics = admission.metrics
+        route = admission.routes.get(path)
+        if route is None:
+            raise StarletteHTTPException(404)
+        try:
+            parsed = review.decode(await _read_body(request))
+        except review.ReviewError as e:
+            metrics.observe(path, "invalid", time.perf_counter() - start)
+            return _status(400, "BadRequest", str(e))
+        req = parsed.request
+        verdict, label = admit(route, req, admission.lookups, admission.config)
+        try:
+            body = review.response_bytes(parsed.api_version, req.uid, verdict)
+        except Exception as e:  # noqa: BLE001 - e.g. a patch value JSON cannot encode: a denial, not a 500
+            log.exception("webhooks: %s could not encode its answer for uid %s", path, req.uid)
+            label = "error"
+            body = review.response_bytes(parsed.api_version, req.uid, review.Verdict.deny(
+                f"internal error in {path}: cannot encode the response: {type(e).__name__}: {e}", code=500,
+                reason="InternalError"))
+        metrics.observe(path, label, time.perf_counter() - start)
+        return Response(body, media_type=JSON)
+
+    return app
