@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import _cron, _meta, events
+from controllers import _meta, events
 from controllers.context import Context, PermanentError, Result
+from kube import cron as _cron
 from kube import errors
 from kube.models import labels
 

@@ -4,7 +4,7 @@ The route table calls `validate`; `check` is the pure rule over a CronJob dict.
 
 Volcano's rules (spec §4.9, `pkg/webhooks/admission/cronjobs/validate/admit_cronjob.go`), texts concatenated the
 way Volcano does: schedule required, no `TZ`/`CRON_TZ` inside it, a standard 5-field cron or descriptor
-(robfig/cron `ParseStandard`, re-implemented in `webhooks._cron`; no third-party library); timeZone non-empty,
+(robfig/cron `ParseStandard`, re-implemented in `kube.cron`; no third-party library); timeZone non-empty,
 well-formed per segment, not `Local`, loadable from the IANA database (`zoneinfo`); name at most 52 characters
 (the job name gets an 11-character suffix) and a qualified name.
 
@@ -21,10 +21,11 @@ import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
+from kube import cron
 from policies.admission import AdmissionConfig
-from webhooks import _cron, devices
 from webhooks import _jobs_rules as rules
 from webhooks import _k8svalidation as k8s
+from webhooks import devices
 from webhooks.lookups import Lookups
 from webhooks.review import Request, Verdict
 
@@ -40,7 +41,7 @@ def check_schedule(schedule: str) -> str:
         return " schedule is required, but got empty"
     if "TZ" in schedule:
         return " schedule should not contain TZ or CRON_TZ, TZ should only be set in the timeZone field"
-    if _cron.parse(schedule) is not None:
+    if cron.validate(schedule) is not None:
         return "schedule is not a valid cron expression"
     return ""
 

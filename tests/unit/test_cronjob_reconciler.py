@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from controllers import _cron, cronjobs
+from controllers import cronjobs
 from controllers.context import Context, PermanentError
+from kube import cron as _cron
 from kube import resources
 from kube.memory import MemoryClient
 from kube.resources import Registry

@@ -1,4 +1,7 @@
-"""Cron schedules the way Volcano's cronjob-controller reads them (robfig/cron `ParseStandard`), for `cronjobs`.
+"""Cron schedules the way Volcano reads them (robfig/cron v3 `ParseStandard`), with robfig's error texts.
+
+Shared by the CronJob webhook (`validate`: is the schedule acceptable, and if not robfig's reason) and the cronjob
+reconciler (`parse(...).next(t)`: when is the next run). No third-party cron library.
 
 Five fields `minute hour day-of-month month day-of-week` with `*`, `?`, lists, ranges, steps and JAN-DEC /
 SUN-SAT names; descriptors `@yearly @annually @monthly @weekly @daily @midnight @hourly @every <duration>`; an
@@ -13,7 +16,7 @@ import re
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["CronError", "Schedule", "load_zone", "parse"]
+__all__ = ["CronError", "Schedule", "load_zone", "parse", "validate"]
 
 
 class CronError(ValueError):
@@ -151,7 +154,9 @@ def _field(expr: str, field: str) -> tuple[frozenset[int], bool]:
 
 
 def _duration(text: str) -> float:
-    """Go's time.ParseDuration for the `@every` form (`1h30m`, `90s`, `1.5h`)."""
+    """Go's time.ParseDuration for the `@every` form (`1h30m`, `90s`, `1.5h`, `0`)."""
+    if text in ("0", "+0", "-0"):
+        return 0.0
     matches = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", text)
     if not text or "".join(n + u for n, u in matches) != text:
         raise CronError(f'failed to parse duration @every {text}: time: invalid duration "{text}"')
@@ -185,3 +190,12 @@ def parse(spec: str, *, zone: str | None = None) -> Schedule:
     dow, dow_star = _field(fields[4], "dow")
     return Schedule(minutes=minutes, hours=hours, dom=dom, months=months, dow=dow, dom_star=dom_star,
                     dow_star=dow_star, zone=tz)
+
+
+def validate(spec: str) -> str | None:
+    """None when robfig's `ParseStandard(spec)` accepts it, else robfig's error text."""
+    try:
+        parse(spec)
+    except CronError as exc:
+        return str(exc)
+    return None
