@@ -7,9 +7,10 @@ An inbox item (what happened) and the Job (its policies, its status.version) go 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from kube import durations
 
 __all__ = [
     "ACTIONS",
@@ -24,8 +25,6 @@ __all__ = [
     "delay_id",
     "drop_stale",
     "due",
-    "format_duration",
-    "parse_duration",
     "register",
     "resolve",
     "task_max_retry",
@@ -57,56 +56,6 @@ class Decision:
         return self.action in INTERNAL_ACTIONS
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: Any) -> float:
-    """Go `time.ParseDuration` (metav1.Duration on the wire: `"90s"`, `"1m30s"`, `"1.5h"`) → seconds."""
-    if text is None or text == "":
-        return 0.0
-    if isinstance(text, int | float):
-        return float(text)
-    s = str(text).strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            raise ValueError(f"time: invalid duration {text!r}")
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or pos == 0:
-        raise ValueError(f"time: invalid duration {text!r}")
-    return sign * total
-
-
-def format_duration(seconds: float) -> str:
-    """Go `time.Duration.String()` for a non-negative number of seconds: `0s`, `1.5s`, `2m0s`, `1h0m5s`, `500ms`."""
-    nanos = round(seconds * 1e9)
-    if nanos == 0:
-        return "0s"
-    sign = "-" if nanos < 0 else ""
-    nanos = abs(nanos)
-    if nanos < 1_000_000_000:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if nanos >= size:
-                return sign + _trim(nanos / size) + unit
-    hours, rest = divmod(nanos, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    secs = _trim(rest / 1e9)
-    if hours:
-        return f"{sign}{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{sign}{minutes}m{secs}s"
-    return f"{sign}{secs}s"
-
-
-def _trim(value: float) -> str:
-    text = f"{value:.9f}".rstrip("0").rstrip(".")
-    return text or "0"
 
 
 def _events_of(policy: dict[str, Any]) -> list[str]:
@@ -126,9 +75,18 @@ def _matches(policy: dict[str, Any], event: str, exit_code: int | None) -> bool:
 
 
 def _decision(policy: dict[str, Any], item: dict[str, Any], event: str) -> Decision:
-    return Decision(action=str(policy.get("action") or "SyncJob"), delay=max(0.0, parse_duration(policy.get("timeout"))),
+    return Decision(action=str(policy.get("action") or "SyncJob"), delay=max(0.0, _timeout(policy.get("timeout"))),
                     task=str(item.get("task") or ""), pod=str(item.get("pod") or ""),
                     partition=str(item.get("partition") or ""), event=event)
+
+
+def _timeout(value: Any) -> float:
+    """A policy `timeout` (metav1.Duration on the wire) in seconds; absent or empty means immediately."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    return durations.parse(str(value))
 
 
 def resolve(job: dict[str, Any], item: dict[str, Any]) -> Decision:

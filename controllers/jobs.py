@@ -20,7 +20,7 @@ from typing import Any
 
 from controllers import _job_pods, _job_policies, _job_state, events, jobplugins
 from controllers.context import Context, PermanentError, Result, TemporaryError
-from kube import errors
+from kube import durations, errors
 from kube.models import labels as keys
 from kube.resources import ResourceType
 
@@ -548,7 +548,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
         raw = w.raw = _write_pending(ctx, t, raw, pre)
     for d in p.delayed:
         events.record(ctx, raw, "Normal", "ExecuteAction",
-                      f"Execute action {d.action} after {_job_policies.format_duration(d.delay)}")
+                      f"Execute action {d.action} after {durations.format(d.delay)}")
     if not decision.internal:
         events.record(ctx, raw, "Normal", "ExecuteAction", f"Start to execute action {decision.action} ")
 
@@ -581,7 +581,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     created = _parse_time(raw["metadata"].get("creationTimestamp"))
     last = _parse_time((status.get("state") or {}).get("lastTransitionTime"))
     if created is not None and last is not None:
-        status["runningDuration"] = _job_policies.format_duration(max(0.0, (last - created).total_seconds()))
+        status["runningDuration"] = durations.format(max(0.0, (last - created).total_seconds()))
     if status != (raw.get("status") or {}):
         body = copy.deepcopy(raw)
         body["status"] = status

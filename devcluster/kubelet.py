@@ -17,13 +17,12 @@ import datetime as dt
 import hashlib
 import logging
 import queue
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import errors
+from kube import durations, errors
 from kube.client import ClusterClient, Obj
 from kube.resources import ResourceType
 
@@ -32,7 +31,6 @@ __all__ = [
     "EXIT_CODE_ANNOTATION",
     "Action",
     "SimulatedKubelets",
-    "parse_duration",
     "plan",
     "qos_class",
 ]
@@ -44,8 +42,6 @@ EXIT_CODE_ANNOTATION = "lahar.sh/sim-exit-code"
 LEASE_SECONDS = 40
 HEARTBEAT_SECONDS = 10.0
 STATUS_REPORT_SECONDS = 60.0
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 Clock = Callable[[], dt.datetime]
 
@@ -66,28 +62,6 @@ def _parse_ts(s: str | None) -> dt.datetime | None:
     if not s:
         return None
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-
-
-def parse_duration(text: str) -> float:
-    """Go's `time.ParseDuration` (seconds as float): `1m30s`, `1.5h`, `300ms`, `-2s`; raises ValueError."""
-    s = text.strip()
-    sign = 1.0
-    if s[:1] in ("+", "-"):
-        sign = -1.0 if s[0] == "-" else 1.0
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError(f'time: invalid duration "{text}"')
-    pos, total = 0, 0.0
-    for m in _DURATION_RE.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s):
-        raise ValueError(f'time: invalid duration "{text}"')
-    return sign * total
 
 
 def qos_class(pod: Mapping[str, Any]) -> str:
@@ -157,7 +131,7 @@ def _duration(pod: Mapping[str, Any]) -> float | None:
     if raw is None:
         return None
     try:
-        return max(0.0, parse_duration(str(raw)))
+        return max(0.0, durations.parse(str(raw)))
     except ValueError:
         log.warning("pod %s: bad %s %r; running until deleted", (pod.get("metadata") or {}).get("name"),
                     DURATION_ANNOTATION, raw)

@@ -14,42 +14,12 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Column", "columns_for", "human_duration", "jsonpath", "row", "table"]
+from kube import durations
+
+__all__ = ["Column", "columns_for", "jsonpath", "row", "table"]
 
 Obj = dict[str, Any]
 Column = dict[str, Any]  # {name, type, format, description, priority}
-
-
-def human_duration(seconds: float) -> str:
-    """k8s.io/apimachinery duration.HumanDuration."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rem = s % 60
-        return f"{minutes}m" if rem == 0 else f"{minutes}m{rem}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        rem = minutes % 60
-        return f"{hours}h" if rem == 0 else f"{hours}h{rem}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rem = hours % 24
-        return f"{hours // 24}d" if rem == 0 else f"{hours // 24}d{rem}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        rem = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if rem == 0 else f"{hours // 24 // 365}y{rem}d"
-    return f"{hours // 24 // 365}y"
 
 
 def _parse_time(value: Any) -> dt.datetime | None:
@@ -65,7 +35,7 @@ def _age(value: Any, now: dt.datetime) -> str:
     t = _parse_time(value)
     if t is None:
         return "<unknown>"
-    return human_duration((now - t).total_seconds())
+    return durations.human((now - t).total_seconds())
 
 
 # --- JSONPath subset: .a.b, ['a'], [0], [*], [?(@.k=="v")] -------------------------------------------------

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from kube import durations
+
 __all__ = ["CronError", "Schedule", "load_zone", "parse", "validate"]
 
 
@@ -42,7 +44,6 @@ _DESCRIPTORS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SEARCH_YEARS = 5
 
 
@@ -153,16 +154,6 @@ def _field(expr: str, field: str) -> tuple[frozenset[int], bool]:
     return frozenset(values), star
 
 
-def _duration(text: str) -> float:
-    """Go's time.ParseDuration for the `@every` form (`1h30m`, `90s`, `1.5h`, `0`)."""
-    if text in ("0", "+0", "-0"):
-        return 0.0
-    matches = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", text)
-    if not text or "".join(n + u for n, u in matches) != text:
-        raise CronError(f'failed to parse duration @every {text}: time: invalid duration "{text}"')
-    return sum(float(n) * _DURATION_UNITS[u] for n, u in matches)
-
-
 def parse(spec: str, *, zone: str | None = None) -> Schedule:
     """ParseStandard. `zone` applies unless the spec carries its own `TZ=` / `CRON_TZ=` prefix."""
     text = spec.strip()
@@ -174,7 +165,11 @@ def parse(spec: str, *, zone: str | None = None) -> Schedule:
         tz = load_zone(head.split("=", 1)[1])
         text = text.strip()
     if text.startswith("@every "):
-        seconds = _duration(text[len("@every "):].strip())
+        every = text[len("@every "):].strip()
+        try:
+            seconds = durations.parse(every)
+        except ValueError as exc:
+            raise CronError(f"failed to parse duration @every {every}: {exc}") from exc
         return Schedule(zone=tz, every=float(max(1, int(seconds))))
     if text.startswith("@"):
         if text not in _DESCRIPTORS:

@@ -21,7 +21,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["human_duration", "job_rows", "queue_rows", "register"]
+from kube import durations
+
+__all__ = ["job_rows", "queue_rows", "register"]
 
 job_app = typer.Typer(no_args_is_help=True, help="Volcano Jobs: run, list, view, suspend, resume, delete (vcctl job).")
 queue_app = typer.Typer(no_args_is_help=True, help="Queues: create, list, get, delete, open, close, update (vcctl queue).")
@@ -38,37 +40,6 @@ def register(app: typer.Typer) -> None:
 
 
 # --- pure formatting -----------------------------------------------------------------------------------------------
-
-
-def human_duration(seconds: float) -> str:
-    """vcctl's HumanDuration (k8s duration.HumanDuration): `45s`, `3m20s`, `2h5m`, `3d4h`, `2y30d`."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rest = s % 60
-        return f"{minutes}m" if rest == 0 else f"{minutes}m{rest}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h" if rest == 0 else f"{hours}h{rest}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d" if rest == 0 else f"{hours // 24}d{rest}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        return f"{hours // 24 // 365}y{(hours // 24) % 365}d"
-    return f"{hours // 24 // 365}y"
 
 
 JOB_COLUMNS = ("Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pending", "Running", "Succeeded",
@@ -292,7 +263,7 @@ def _age(ts: str | None, now: dt.datetime) -> str:
     if not ts:
         return "<unknown>"
     parsed = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    return human_duration((now - parsed).total_seconds())
+    return durations.human((now - parsed).total_seconds())
 
 
 def _job_info(job: Mapping[str, Any]) -> list[str]:

@@ -136,14 +136,6 @@ def test_printer_column_jsonpath(path: str, expected: list[Any]) -> None:
     assert tables.jsonpath(obj, path) == expected
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (5, "5s"), (119, "119s"), (150, "2m30s"), (600, "10m"), (3 * 3600 + 60, "3h1m"), (30 * 3600, "30h"),
-    (3 * 86400 + 3600, "3d1h"), (400 * 86400, "400d"), (-5, "<invalid>"),
-], ids=lambda v: str(v))
-def test_human_duration_matches_kube(seconds: int, text: str) -> None:
-    assert tables.human_duration(seconds) == text
-
-
 @pytest.mark.parametrize(("status", "deleting", "expected"), [
     ({"phase": "Pending"}, False, "Pending"),
     ({"phase": "Running", "containerStatuses": [{"ready": True, "state": {"running": {}}}]}, False, "Running"),

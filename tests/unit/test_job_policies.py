@@ -74,26 +74,6 @@ def test_resolve_carries_the_target() -> None:
     assert (d.task, d.pod, d.partition) == ("worker", "j-worker-1", "0")
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("", 0.0), ("0", 0.0), ("90s", 90.0), ("1m30s", 90.0),
-                                               ("1.5h", 5400.0), ("300ms", 0.3), ("2h45m", 9900.0)],
-                         ids=["empty", "zero", "seconds", "compound", "fraction", "millis", "hours-minutes"])
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert pol.parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["5", "1x", "m", "1m 2s"], ids=["no-unit", "bad-unit", "no-number", "space"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="invalid duration"):
-        pol.parse_duration(text)
-
-
-@pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (1.5, "1.5s"), (60, "1m0s"), (3605, "1h0m5s"),
-                                               (0.5, "500ms"), (59.25, "59.25s")],
-                         ids=["zero", "fraction", "minute", "hour", "millis", "quarter"])
-def test_format_duration_like_go(seconds: float, text: str) -> None:
-    assert pol.format_duration(seconds) == text
-
-
 # --- delayed actions -------------------------------------------------------------------------------------------------
 
 def entry(event: str, action: str = "RestartJob", *, pod: str = "p0", uid: str = "u0", task: str = "worker",

@@ -73,28 +73,6 @@ def get(client, name):
     return client.get(PODS, name, namespace="default")
 
 
-DURATION_CASES = [
-    ("seconds", "5s", 5.0),
-    ("compound", "1m30s", 90.0),
-    ("fraction", "1.5h", 5400.0),
-    ("millis", "300ms", 0.3),
-    ("zero", "0", 0.0),
-    ("negative", "-2s", -2.0),
-]
-
-
-@pytest.mark.parametrize(("text", "seconds"), [c[1:] for c in DURATION_CASES], ids=[c[0] for c in DURATION_CASES])
-def test_parse_duration(text, seconds):
-    assert kubelet.parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "5", "5x", "s", "1m 2s"], ids=["empty", "no-unit", "bad-unit", "no-number",
-                                                                   "space"])
-def test_parse_duration_rejects(text):
-    with pytest.raises(ValueError, match="invalid duration"):
-        kubelet.parse_duration(text)
-
-
 QOS_CASES = [
     ("best-effort", {}, "BestEffort"),
     ("burstable", {"requests": {"cpu": "1"}}, "Burstable"),

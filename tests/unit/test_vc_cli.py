@@ -33,15 +33,6 @@ def commands_of(client: MemoryClient, namespace: str = "default") -> list[dict]:
     return client.list(rt(client, "commands"), namespace=namespace)["items"]
 
 
-@pytest.mark.parametrize(("seconds", "expected"), [
-    (-5, "<invalid>"), (-1, "0s"), (45, "45s"), (119, "119s"), (200, "3m20s"), (240, "4m"), (700, "11m"),
-    (3 * 3600 + 5 * 60, "3h5m"), (10 * 3600, "10h"), (3 * 86400 + 4 * 3600, "3d4h"), (30 * 86400, "30d"),
-    (3 * 365 * 86400 + 86400, "3y1d"), (9 * 365 * 86400, "9y"),
-], ids=lambda v: str(v))
-def test_human_duration(seconds: int, expected: str) -> None:
-    assert vc.human_duration(seconds) == expected
-
-
 def test_job_run_from_flags(client: MemoryClient) -> None:
     res = run(client, "job", "run", "-N", "j1", "-n", "default", "-i", "nginx", "-m", "2", "-r", "3",
               "-R", "cpu=500m,memory=1Gi", "-L", "cpu=1,memory=1Gi", "-S", "volcano", "-q", "default")
