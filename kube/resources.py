@@ -1,7 +1,8 @@
 """The resource registry: group, version, kind, plural, scope and short names of every type lahar touches.
 
 Clients map kinds to URL paths with it, devcluster serves discovery from it, and CRDs add to it at run time.
-`core()` lists the built-in Kubernetes types, `volcano()` Volcano's CRD kinds, `in_tree()` both.
+`core()` lists the built-in Kubernetes types, `volcano()` Volcano's CRD kinds, `koordinator()` the Device
+inventory kind, `in_tree()` all of them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["Registry", "ResourceType", "core", "in_tree", "volcano"]
+__all__ = ["Registry", "ResourceType", "core", "in_tree", "koordinator", "volcano"]
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,11 @@ def volcano() -> list[ResourceType]:
     ]
 
 
+def koordinator() -> list[ResourceType]:
+    """Koordinator's `Device` (per-node GPU + RDMA inventory with PCIe topology), which lahar's deviceshare reads."""
+    return [_rt("scheduling.koordinator.sh", "v1alpha1", "Device", "devices", False, (), ("status",))]
+
+
 def in_tree() -> Registry:
-    """A fresh registry with the core types and Volcano's kinds."""
-    return Registry.of([*core(), *volcano()])
+    """A fresh registry with the core types, Volcano's kinds and Koordinator's Device."""
+    return Registry.of([*core(), *volcano(), *koordinator()])

@@ -34,6 +34,8 @@ EXPECTED = [
      ["jt"], True),
     ("nodeinfo.volcano.sh_numatopologies.yaml", "nodeinfo.volcano.sh", "Numatopology", "numatopologies", "Cluster",
      "v1alpha1", ["numatopo"], False),
+    ("scheduling.koordinator.sh_devices.yaml", "scheduling.koordinator.sh", "Device", "devices", "Cluster", "v1alpha1",
+     None, True),
 ]
 
 COLUMNS = {

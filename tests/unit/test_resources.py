@@ -52,7 +52,7 @@ def test_duplicate_registration_raises() -> None:
 
 def test_every_in_tree_type_is_unique() -> None:
     reg = resources.in_tree()
-    assert len(reg) == len(resources.core()) + len(resources.volcano())
+    assert len(reg) == len(resources.core()) + len(resources.volcano()) + len(resources.koordinator())
 
 
 @pytest.mark.parametrize(
