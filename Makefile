@@ -1,4 +1,4 @@
-# Fresh machine: `make run` (start lahar) and `make test` (lint, layers, tests).
+# Fresh machine: `make run` (start lahar with the demo of examples/) and `make test` (lint, layers, tests).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,7 +15,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/lahar up
+	$(BIN)/lahar up --demo
 
 devcluster: $(STAMP)
 	$(BIN)/lahar devcluster

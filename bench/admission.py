@@ -7,6 +7,12 @@ Volcano Job and Pod reviews on `/jobs/validate`, `/jobs/mutate` and `/pods/mutat
 throughput and p50/p95/p99 for lahar and bare, lahar's share of the bare throughput, and latency at a fixed
 1,000 reviews/s (open loop: latency counted from the intended send time).
 Targets (2 cores, client on the same machine): p99 <= 5 ms at 1,000/s; >= 4,000/s on /pods/mutate; >= 50 % of bare.
+
+AdmissionPolicies (`--policies N`, default 20; 0 skips): a third `lahar webhook --state ... --policies FILE` with N
+CEL policies that all match the Job (label, GPU-sum, image-registry and replica checks; a few mutations) against
+the one without, at a fixed rate (`--policy-rate`, default 250/s: one uvicorn process evaluating 20 CEL policies
+saturates below 1,000/s on 2 shared cores) on `/jobs/validate` and `/jobs/mutate`; prints both p99s, the difference,
+and the policy stage's own cost per review measured in-process. Target: the difference within 2 ms.
 """
 
 from __future__ import annotations
@@ -244,6 +250,117 @@ def drive(port: int, ca: str, path: str, *, processes: int, connections: int, du
             "p99": pct(0.99), "errors": n_errors, "error_samples": errors}
 
 
+# -- AdmissionPolicies: p99 with N CEL policies loaded vs none ------------------------------------------------------
+
+
+_POLICY_SHAPES = (
+    # (validations/mutations YAML, what it checks) — every one matches the benchmark's Job and lets it through
+    ("""  validations:
+  - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+    message: every Job needs a team label
+  validationActions: [Deny]""", "label"),
+    ("""  variables:
+  - name: gpus
+    expression: >-
+      object.spec.tasks.map(t, (has(t.replicas) ? t.replicas : 1) * t.template.spec.containers.map(c,
+        has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits
+          ? int(q(c.resources.limits['nvidia.com/gpu'])) : 0).sum()).sum()
+  validations:
+  - expression: "variables.gpus <= LIMIT"
+    messageExpression: "'job asks for ' + string(variables.gpus) + ' GPUs, at most LIMIT'"
+  validationActions: [Deny]""", "gpu-sum"),
+    ("""  validations:
+  - expression: >-
+      object.spec.tasks.all(t, t.template.spec.containers.all(c, c.image.startsWith('registry.example.com/')))
+    message: images come from registry.example.com
+  validationActions: [Warn]""", "registry"),
+    ("""  variables:
+  - name: replicas
+    expression: "object.spec.tasks.map(t, has(t.replicas) ? t.replicas : 1).sum()"
+  validations:
+  - expression: "!has(object.spec.minAvailable) || object.spec.minAvailable <= variables.replicas"
+    message: minAvailable is at most the replicas
+  validationActions: [Deny, Audit]""", "replicas"),
+    ("""  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        has(object.metadata.annotations) && 'lahar.sh/benchNAME' in object.metadata.annotations ? [] :
+        [JSONPatch{op: "add", path: "/metadata/annotations", value: {"lahar.sh/benchNAME": "seen"}}]""", "mutation"),
+)
+
+
+def policy_documents(n: int) -> str:
+    """N AdmissionPolicy documents over Volcano Jobs, cycling through `_POLICY_SHAPES` (every 5th a mutation)."""
+    docs = []
+    for i in range(n):
+        body, kind = _POLICY_SHAPES[i % len(_POLICY_SHAPES)]
+        name = f"bench-{kind}-{i}"
+        docs.append(f"""apiVersion: lahar.sh/v1alpha1
+kind: AdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  matchConstraints:
+    resourceRules: [{{apiGroups: [batch.volcano.sh], apiVersions: ["*"], operations: [CREATE, UPDATE],
+                      resources: [jobs]}}]
+""" + body.replace("LIMIT", str(64 + i)).replace("NAME", str(i)))
+    return "\n---\n".join(docs) + "\n"
+
+
+def _stage_cost(n: int, rounds: int = 200) -> str:
+    """Mean in-process time of the policy stage alone on the benchmark's Job, per phase."""
+    from policies.admission_policies import parse_policies, policy_stage
+    from webhooks import policystage, review
+
+    split = policystage.Policies.of(parse_policies(policy_documents(n)))
+    req = review.request_for(job_object(), resource="jobs")
+    out = []
+    for label, chosen in (("validating", split.validating), ("mutating", split.mutating)):
+        policy_stage(chosen, req)
+        start = time.perf_counter()
+        for _ in range(rounds):
+            policy_stage(chosen, req)
+        out.append(f"{label} ({len(chosen)}) {(time.perf_counter() - start) / rounds * 1000:.2f} ms")
+    return ", ".join(out)
+
+
+def policy_section(args: argparse.Namespace, tmp: Path, env: dict, ctx: ssl.SSLContext, ca_path: str,
+                   baseline_port: int) -> None:
+    """p99 at the fixed rate, N policies vs none, on the paths the policies run on."""
+    (tmp / "policies.yaml").write_text(policy_documents(args.policies))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lahar.cli", "webhook", "--host", "127.0.0.1", "--port", str(port),
+         "--cert", str(tmp / "tls.crt"), "--key", str(tmp / "tls.key"), "--state", str(tmp / "state.yaml"),
+         "--http", args.http, "--policies", str(tmp / "policies.yaml")], env=env, stdout=subprocess.DEVNULL)
+    try:
+        _wait_healthy(port, ctx, proc)
+        rate = args.policy_rate
+        print()
+        print(f"AdmissionPolicies: {args.policies} CEL policies loaded vs none, fixed rate {rate:,.0f}/s; in-process "
+              f"policy stage per review: {_stage_cost(args.policies)}")
+        print(f"{'path':<16} {'policies':>8} {'reviews/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
+        for path in ("/jobs/validate", "/jobs/mutate"):
+            runs = {}
+            for label, p in (("0", baseline_port), (str(args.policies), port)):
+                r = drive(p, ca_path, path, processes=args.processes, connections=args.connections,
+                          duration=args.duration, rate=rate)
+                runs[label] = r
+                print(f"{path:<16} {label:>8} {r['rps']:>10,.0f} {r['p50']:>8.2f} {r['p95']:>8.2f} {r['p99']:>8.2f} "
+                      f"{r['errors']:>7}")
+                for sample in r["error_samples"]:
+                    print(f"    error: {sample}")
+            delta = runs[str(args.policies)]["p99"] - runs["0"]["p99"]
+            print(f"{path:<16} p99 difference {delta:+.2f} ms (target: within 2 ms)")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 # -- main ------------------------------------------------------------------------------------------------------------
 
 
@@ -255,6 +372,9 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=1000.0, help="fixed-rate run, reviews/s (0 skips it)")
     ap.add_argument("--http", default="httptools", choices=["httptools", "h11"], help="uvicorn HTTP parser")
     ap.add_argument("--paths", default=",".join(PATHS))
+    ap.add_argument("--policies", type=int, default=20, help="AdmissionPolicies for the policy section (0 skips it)")
+    ap.add_argument("--policy-rate", type=float, default=250.0, help="fixed rate of the policy section, reviews/s")
+    ap.add_argument("--only-policies", action="store_true", help="run only the policy section")
     ap.add_argument("--serve-bare", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--cert", help=argparse.SUPPRESS)
     ap.add_argument("--key", help=argparse.SUPPRESS)
@@ -298,7 +418,7 @@ def main() -> int:
               f"{args.connections} connections, {args.duration:.0f} s per run")
         print(f"{'path':<16} {'server':<6} {'reviews/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
         summary = []
-        for path in args.paths.split(","):
+        for path in ([] if args.only_policies else args.paths.split(",")):
             results = {}
             for name, (port, _) in servers.items():
                 r = drive(port, ca_path, path, processes=args.processes, connections=args.connections,
@@ -322,6 +442,8 @@ def main() -> int:
             if fixed:
                 line += f"; at {args.rate:,.0f}/s p99 {fixed['p99']:.2f} ms"
             print(line)
+        if args.policies:
+            policy_section(args, tmp, env, ctx, ca_path, lahar_port)
     finally:
         for _, proc in servers.values():
             proc.send_signal(signal.SIGINT)

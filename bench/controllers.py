@@ -99,6 +99,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=8, help="concurrency of each worker")
     ap.add_argument("--pool", default="threads", help="Celery pool of each worker: prefork or threads")
     ap.add_argument("--clients", type=int, default=8, help="concurrent job creators")
+    ap.add_argument("--namespaces", type=int, default=1, help="spread the jobs over this many namespaces")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs) afterwards")
     args = ap.parse_args()
@@ -163,12 +164,16 @@ def main() -> int:
         pods.start()
         pgs.wait_for_sync(30)
         pods.wait_for_sync(30)
+        namespaces = ["default"] + [f"bench-{n}" for n in range(1, args.namespaces)]
+        ns_rt = client.registry.get("", "v1", "namespaces")
+        for ns in namespaces[1:]:
+            client.create(ns_rt, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         before = workqueue.WorkQueue(redis).stats()
 
         t0 = time.monotonic()
         with ThreadPoolExecutor(args.clients) as creators:
-            list(creators.map(lambda i: client.create(job_rt, _job(i, args.pods, args.tasks), namespace="default"),
-                              range(args.jobs)))
+            list(creators.map(lambda i: client.create(job_rt, _job(i, args.pods, args.tasks),
+                                                      namespace=namespaces[i % len(namespaces)]), range(args.jobs)))
         t_created = time.monotonic() - t0
         want_pods = args.jobs * (args.pods // args.tasks) * args.tasks
         t_pg = t_pods = None
@@ -204,7 +209,7 @@ def main() -> int:
         rt = celery_worker.runtime()
         t1 = time.monotonic()
         for i in range(args.jobs):
-            celery_worker.enqueue(Key("Job", "default", f"bench-{i:04d}"), rt=rt)
+            celery_worker.enqueue(Key("Job", namespaces[i % len(namespaces)], f"bench-{i:04d}"), rt=rt)
         target = settled.get("reconcile:Job", 0) + args.jobs
         while workqueue.WorkQueue(redis).stats().get("reconcile:Job", 0) < target and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -214,7 +219,8 @@ def main() -> int:
             return stats.get(key, 0) - before.get(key, 0)
 
         rec_burst = delta(at_burst, "reconciles")
-        print(f"controllers bench: {args.jobs} jobs x {args.pods} pods, {args.workers} workers x "
+        print(f"controllers bench: {args.jobs} jobs x {args.pods} pods in {args.namespaces} namespace(s), "
+              f"{args.workers} workers x "
               f"{args.concurrency} ({args.pool}), devcluster over HTTPS, {os.cpu_count()} CPUs")
         print(f"  jobs created (HTTPS, {args.clients} clients): {t_created:.1f} s")
         print(f"  every PodGroup exists after: {t_pg if t_pg is not None else float('nan'):.1f} s")

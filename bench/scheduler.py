@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/scheduler.py            # nodes {100, 1000} x pods {1000, 10000} + idle session
     .venv/bin/python bench/scheduler.py --large    # adds 5000 nodes and 50000 pods, and the 50000-running idle case
+    .venv/bin/python bench/scheduler.py --idle     # only: idle tick incl. snapshot at 5000 nodes / 50000 running pods,
+                                                   # snapshot rebuilt per tick (before) vs kept incrementally (after)
 
 Each case runs in a fresh subprocess (peak RSS per case). Gangs of 8, mixed cpu / memory / GPU requests, four
 queues. Prints snapshot build time, session time, pods placed per second and peak memory.
@@ -95,14 +97,73 @@ def one(n_nodes: int, n_pods: int, running: bool) -> dict[str, Any]:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
+def idle_ticks(n_nodes: int, n_pods: int, ticks: int = 7, churn: int = 0) -> dict[str, Any]:
+    """An idle session INCLUDING its snapshot, as `lahar scheduler` runs it each tick: `before` rebuilds the snapshot
+    from the objects every tick (`snapshot.build`, what the informer cache did), `after` keeps it updated from
+    events (`scheduler.incremental.SnapshotInputs`). `churn` pods change between ticks (status updates)."""
+    import statistics
+
+    from scheduler.framework import conf as confs
+    from scheduler.framework import snapshot as snapshots
+    from scheduler.incremental import SnapshotInputs
+    from scheduler.registry import in_tree_registry
+    from scheduler.session import run_session
+
+    objs = objects(n_nodes, n_pods, running=True)
+    registry = in_tree_registry()
+    conf = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+
+    def churn_some(k: int, inputs: SnapshotInputs | None) -> None:
+        for j in range(churn):
+            p = objs["pods"][(k * churn + j) % len(objs["pods"])]
+            p = {**p, "metadata": {**p["metadata"], "resourceVersion": str(k)}}
+            objs["pods"][(k * churn + j) % len(objs["pods"])] = p
+            if inputs is not None:
+                inputs.upsert("pods", p)
+
+    before = []
+    for k in range(3):
+        churn_some(k, None)
+        t0 = time.perf_counter()
+        run_session(snapshots.build(**objs), conf, registry=registry)
+        before.append(time.perf_counter() - t0)
+    inputs = SnapshotInputs()
+    for kind, items in objs.items():
+        inputs.replace(kind, items)
+    t0 = time.perf_counter()
+    run_session(inputs.snapshot(), conf, registry=registry)  # the one full build, at startup
+    first = time.perf_counter() - t0
+    after, snap_s = [], []
+    for k in range(ticks):
+        churn_some(100 + k, inputs)
+        t0 = time.perf_counter()
+        snap = inputs.snapshot()
+        t1 = time.perf_counter()
+        run_session(snap, conf, registry=registry)
+        after.append(time.perf_counter() - t0)
+        snap_s.append(t1 - t0)
+    return {"nodes": n_nodes, "pods": n_pods, "churn": churn, "before_s": round(statistics.median(before), 3),
+            "first_tick_s": round(first, 3), "after_s": round(statistics.median(after), 4),
+            "after_snapshot_s": round(statistics.median(snap_s), 4), "full_builds": inputs.stats["full_builds"],
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large", action="store_true", help="include 5000 nodes / 50000 pods")
     ap.add_argument("--case", nargs=3, metavar=("NODES", "PODS", "RUNNING"), help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--idle", action="store_true", help="only the idle-tick line (snapshot included, before/after)")
+    ap.add_argument("--idle-case", nargs=3, metavar=("NODES", "PODS", "CHURN"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.case:
         print(json.dumps(one(int(a.case[0]), int(a.case[1]), a.case[2] == "1")))
+        return
+    if a.idle_case:
+        print(json.dumps(idle_ticks(int(a.idle_case[0]), int(a.idle_case[1]), churn=int(a.idle_case[2]))))
+        return
+    if a.idle:
+        _idle_lines(a)
         return
     nodes = [100, 1000, 5000] if a.large else [100, 1000]
     pods = [1000, 10000, 50000] if a.large else [1000, 10000]
@@ -121,6 +182,23 @@ def main() -> None:
                   f"peak {row['peak_rss_mb']:>5} MB", flush=True)
     if a.json:
         print(json.dumps(rows, indent=2))
+    _idle_lines(a)
+
+
+def _idle_lines(a: argparse.Namespace) -> None:
+    """Idle tick including the snapshot: full rebuild per tick (before) vs incrementally updated (after)."""
+    n, p = (5000, 50000) if a.large or a.idle else (1000, 10000)
+    for churn in (0, 100):
+        out = subprocess.run([sys.executable, __file__, "--idle-case", str(n), str(p), str(churn)],
+                             capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout)
+        if a.json:
+            print(json.dumps(row))
+            continue
+        print(f"{n:>5} nodes {p:>6} pods idle tick incl. snapshot, {churn:>3} pods changed/tick: before "
+              f"{row['before_s']:>6.3f}s  after {1000 * row['after_s']:>6.1f} ms (snapshot "
+              f"{1000 * row['after_snapshot_s']:.1f} ms; first tick {row['first_tick_s']:.2f}s)  "
+              f"peak {row['peak_rss_mb']:>5} MB", flush=True)
 
 
 if __name__ == "__main__":

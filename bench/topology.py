@@ -14,7 +14,13 @@ Shapes:
   worst    every non-empty subset offered, none preferred (fragmentation): the non-preferred search must find
            every reachable AND mask.
 
-Usage: python -m bench.topology [--quick] [--seed N]   (or python bench/topology.py)
+Session part (`session_bench`): one allocate session on N devcluster `dgx-h100` nodes (8 GPUs, 8 RDMA NICs with
+8 VFs, 2 NUMA nodes each) with 40 gangs of 4 pods × (8 GPUs + 8 VFs, SamePCIe) and 40 gangs of 16 pods ×
+(1 GPU + 1 VF, task policy single-numa-node): session time with topology-aware placement on (numa-aware +
+deviceshare) vs off (the same tiers without them), median of 3, snapshot building excluded; target on <= 2x off.
+
+Usage: python -m bench.topology [--quick] [--seed N] [--session-nodes N | --no-session]
+       (or python bench/topology.py)
 """
 
 from __future__ import annotations
@@ -184,12 +190,91 @@ def _fmt_ratio(ratio: float) -> str:
     return f"{ratio:.1e}x" if ratio >= 1e7 else f"{ratio:,.0f}x"
 
 
+def _session_workload(nodes: int) -> dict[str, list]:
+    import json
+
+    from devcluster import nodes as dnodes
+    from devcluster import profiles
+
+    objs = dnodes.build(profiles.load("dgx-h100"), count=nodes)
+    joint = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
+    ts = "2024-01-01T00:00:00Z"
+
+    def pod(name: str, group: str, gpus: int, vfs: int, cpu: str, policy: str | None = None) -> dict:
+        res = {"cpu": cpu, "memory": "16Gi", "nvidia.com/gpu": str(gpus), "nvidia.com/rdma_vf": str(vfs)}
+        ann = {"scheduling.k8s.io/group-name": group, "scheduling.koordinator.sh/device-joint-allocate": joint}
+        if policy:
+            ann["volcano.sh/numa-topology-policy"] = policy
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "bench", "uid": name,
+                                                              "annotations": ann, "creationTimestamp": ts},
+                "spec": {"schedulerName": "volcano", "containers": [
+                    {"name": "main", "resources": {"requests": res, "limits": dict(res)}}]},
+                "status": {"phase": "Pending"}}
+
+    pods, groups = [], []
+    for j in range(40):
+        for kind, members, gpus, cpu, policy in (("big", 4, 8, "16", None), ("small", 16, 1, "4", "single-numa-node")):
+            name = f"{kind}{j}"
+            groups.append({"metadata": {"name": name, "namespace": "bench", "creationTimestamp": ts},
+                           "spec": {"minMember": members, "queue": "q"}, "status": {"phase": "Inqueue"}})
+            pods += [pod(f"{name}-{i}", name, gpus, gpus, cpu, policy) for i in range(members)]
+    return {"pods": pods, "podgroups": groups,
+            "queues": [{"metadata": {"name": "q"}, "spec": {"weight": 1}, "status": {"state": "Open"}}],
+            "nodes": [o for o in objs if o["kind"] == "Node"],
+            "numatopologies": [o for o in objs if o["kind"] == "Numatopology"],
+            "devices": [o for o in objs if o["kind"] == "Device"]}
+
+
+def session_bench(nodes: int, repeats: int = 3) -> int:
+    """Topology-aware session vs plain session on `nodes` GPU nodes; prints both and the ratio."""
+    import yaml
+
+    from scheduler.framework import conf as confs
+    from scheduler.framework import snapshot as snapshots
+    from scheduler.registry import in_tree_registry
+    from scheduler.session import run_session
+
+    registry = in_tree_registry()
+    base = [["priority", "gang", "conformance"], ["predicates", "proportion", "nodeorder"]]
+
+    def conf(extra: list[str]):  # noqa: ANN202
+        tiers = [{"plugins": [{"name": p} for p in base[0]]}, {"plugins": [{"name": p} for p in base[1] + extra]}]
+        return confs.load(yaml.safe_dump({"actions": "allocate, backfill", "tiers": tiers}),
+                          actions=registry.action_names, plugins=registry.plugin_names)
+
+    snap = snapshots.build(**_session_workload(nodes))
+    results: dict[str, tuple[float, int]] = {}
+    for label, extra in (("off", []), ("on", ["numa-aware", "deviceshare"])):
+        c = conf(extra)
+        times, binds = [], 0
+        for _ in range(repeats):
+            s = snap.copy()
+            t0 = time.perf_counter()
+            d = run_session(s, c, registry=registry)
+            times.append(time.perf_counter() - t0)
+            binds = len(d.binds)
+        results[label] = (statistics.median(times), binds)
+    off, on = results["off"][0], results["on"][0]
+    print()
+    print(f"session  {nodes} dgx-h100 nodes, 40 x 4 x (8 GPU + 8 VF) + 40 x 16 x (1 GPU + 1 VF, single-numa-node)")
+    print(f"session  topology off: {off * 1e3:8.1f} ms, {results['off'][1]} pods bound")
+    print(f"session  topology on:  {on * 1e3:8.1f} ms, {results['on'][1]} pods bound")
+    ok = on <= 2 * off
+    print(f"{'PASS' if ok else 'FAIL'}  topology-aware session {on / off:.1f}x the plain one (target <= 2x)")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only 2 and 4 providers")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--session-nodes", type=int, default=1000, help="GPU nodes for the session part")
+    parser.add_argument("--no-session", action="store_true", help="skip the session part")
     args = parser.parse_args()
-    return run(args.quick, args.seed)
+    failures = run(args.quick, args.seed)
+    if not args.no_session:
+        failures |= session_bench(args.session_nodes)
+    return failures
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def template_hash(template: Mapping[str, Any], collision_count: int | None = Non
     h = 0x811C9DC5
     for b in data:
         h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return "".join(_SAFE_ALPHABET[int(c) % len(_SAFE_ALPHABET)] for c in str(h))
+    return "".join(_SAFE_ALPHABET[ord(c) % len(_SAFE_ALPHABET)] for c in str(h))
 
 
 def _pod_from_template(owner: Mapping[str, Any], template: Mapping[str, Any], *, name: str | None = None,
@@ -310,6 +310,8 @@ def deployment_plan(deploy: Mapping[str, Any], replicasets: Sequence[Obj], *, no
         idle = sorted((rs for rs in old if _int(_spec(rs).get("replicas"), 1) == 0
                        and not _status(rs).get("replicas")), key=_revision)
         delete = [_name(rs) for rs in idle[:max(0, len(idle) - history)]]
+    elif new is not None and _int(_spec(new).get("replicas"), 1) != desired:
+        scale.append((new_name, desired))  # a paused Deployment still scales; it only does not roll out
 
     def count(rs_list: Iterable[Mapping[str, Any]], key: str) -> int:
         return sum(int(_status(rs).get(key) or 0) for rs in rs_list)
@@ -450,14 +452,23 @@ def _job_labels(job: Mapping[str, Any]) -> dict[str, str]:
 
 def _job_defaults_patch(job: Mapping[str, Any]) -> Obj | None:
     """What kube-apiserver's Job defaulting adds and this store does not: the generated selector and template labels
-    (so `kubectl logs job/NAME` and `kubectl describe` find the pods)."""
+    (so `kubectl logs job/NAME` and `kubectl describe` find the pods), completions/parallelism, backoffLimit."""
     spec = _spec(job)
-    if spec.get("manualSelector") or spec.get("selector"):
-        return None
-    labels = _job_labels(job)
-    tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    return {"spec": {"selector": {"matchLabels": {CONTROLLER_UID_LABEL: labels[CONTROLLER_UID_LABEL]}},
-                     "template": {"metadata": {"labels": {**tlabels, **labels}}}}}
+    patch: Obj = {}
+    if not spec.get("manualSelector") and not spec.get("selector"):
+        labels = _job_labels(job)
+        tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        patch["selector"] = {"matchLabels": {CONTROLLER_UID_LABEL: labels[CONTROLLER_UID_LABEL]}}
+        patch["template"] = {"metadata": {"labels": {**tlabels, **labels}}}
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        patch["completions"] = patch["parallelism"] = 1
+    elif spec.get("parallelism") is None:
+        patch["parallelism"] = 1
+    if spec.get("backoffLimit") is None:
+        patch["backoffLimit"] = 6
+    if not spec.get("completionMode"):
+        patch["completionMode"] = "NonIndexed"
+    return {"spec": patch} if patch else None
 
 
 def _finished_condition(job: Mapping[str, Any]) -> str | None:
@@ -657,16 +668,27 @@ def node_fits(pod: Mapping[str, Any], node: Mapping[str, Any], used: Mapping[str
     return not quantity.fits(_pod_requests(pod), free)
 
 
+_NON_ZERO = {"cpu": quantity.parse("100m"), "memory": quantity.parse("200Mi")}  # kube-scheduler's scoring defaults
+
+
+def _scored_requests(pod: Mapping[str, Any]) -> dict[str, quantity.Quantity]:
+    """Requests for scoring: a container without cpu/memory requests counts as 100m / 200Mi (`GetNonzeroRequests`)."""
+    return {**_NON_ZERO, **{k: v for k, v in _pod_requests(pod).items() if v.milli_value() > 0}}
+
+
 def choose_node(pod: Mapping[str, Any], nodes: Sequence[Obj], pods: Sequence[Obj]) -> str | None:
-    """The node for `pod`: among the nodes it fits, the least requested (cpu and memory shares), then by name."""
+    """The node for `pod`: among the nodes it fits, the least requested (cpu and memory shares, requests without
+    cpu/memory counted as kube-scheduler does), then the fewest pods, then by name."""
     used: dict[str, dict[str, quantity.Quantity]] = {}
+    scored: dict[str, dict[str, quantity.Quantity]] = {}
     count: dict[str, int] = {}
     for p in pods:
         node = _spec(p).get("nodeName")
         if node and not is_terminal(p):
             used[node] = quantity.add(used.get(node), _pod_requests(p))
+            scored[node] = quantity.add(scored.get(node), _scored_requests(p))
             count[node] = count.get(node, 0) + 1
-    best: tuple[float, str] | None = None
+    best: tuple[float, int, str] | None = None
     for node in nodes:
         name = _name(node)
         if not node_fits(pod, node, used.get(name, {}), count.get(name, 0)):
@@ -676,11 +698,11 @@ def choose_node(pod: Mapping[str, Any], nodes: Sequence[Obj], pods: Sequence[Obj
         for res in ("cpu", "memory"):
             cap = allocatable.get(res)
             if cap is not None and cap.milli_value() > 0:
-                shares.append(used.get(name, {}).get(res, quantity.Quantity()).milli_value() / cap.milli_value())
-        score = (sum(shares) / len(shares) if shares else 0.0, name)
+                shares.append(scored.get(name, {}).get(res, quantity.Quantity()).milli_value() / cap.milli_value())
+        score = (sum(shares) / len(shares) if shares else 0.0, count.get(name, 0), name)
         if best is None or score < best:
             best = score
-    return best[1] if best else None
+    return best[2] if best else None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -714,6 +736,7 @@ class WorkloadControllers:
     _stop: threading.Event = field(init=False, default_factory=threading.Event)
     _threads: list[threading.Thread] = field(init=False, default_factory=list)
     _watches: dict[str, Any] = field(init=False, default_factory=dict)
+    _unplaced: int = field(init=False, default=0)  # pods the last scheduling pass could not place
 
     def __post_init__(self) -> None:
         c = self.client
@@ -802,6 +825,7 @@ class WorkloadControllers:
         waiting = sorted((p for p in pods if _spec(p).get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
                           and not _spec(p).get("nodeName") and is_active(p)),
                          key=lambda p: (_meta(p).get("creationTimestamp") or "", _name(p)))
+        self._unplaced = len(waiting)
         if not waiting:
             return 0
         nodes = self.client.list(self.node_rt)["items"]
@@ -816,6 +840,7 @@ class WorkloadControllers:
                 continue
             pods = [*pods, {**pod, "spec": {**_spec(pod), "nodeName": node}}]
             bound += 1
+        self._unplaced = len(waiting) - bound
         return bound
 
     def keys(self) -> list[Key]:
@@ -860,10 +885,12 @@ class WorkloadControllers:
             if (owner_kind, group) in (("ReplicaSet", "apps"), ("StatefulSet", "apps"), ("Deployment", "apps"),
                                        ("Job", "batch")) and owner_kind in self.rts:
                 out.append((str(owner_kind), ns, str(ref.get("name"))))
-        if self.default_scheduler and (kind == "Node" or (kind == "Pod" and (
-                event == "DELETED" or is_terminal(obj) or (not _spec(obj).get("nodeName") and _spec(obj).get(
-                    "schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER)))):
-            out.append(("Schedule", "", ""))  # a pod to place, or room freed for one
+        if self.default_scheduler and kind in ("Node", "Pod"):
+            freed = kind == "Node" or event == "DELETED" or is_terminal(obj)
+            waiting = kind == "Pod" and not _spec(obj).get("nodeName") and is_active(obj) and _spec(obj).get(
+                "schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+            if waiting or (freed and self._unplaced):
+                out.append(("Schedule", "", ""))  # a pod to place, or room freed for one that waits
         return out
 
     def _watch_loop(self, kind: str, rt: ResourceType) -> None:

@@ -74,17 +74,6 @@ def devcluster(
         cluster.stop()
 
 
-@app.command()
-def up(
-    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, or a YAML file."),
-    nodes: int = typer.Option(None, help="Number of simulated nodes."),
-    data_dir: Path = typer.Option(None, "--data-dir", help="Where all state lives (default .lahar)."),
-    port: int = typer.Option(None, help="API server port (default 6443)."),
-) -> None:
-    """Run everything on this machine: the embedded cluster and lahar's processes."""
-    devcluster(port=port, host="127.0.0.1", data_dir=data_dir, profile=profile, nodes=nodes)
-
-
 commands.register_all(app)
 
 

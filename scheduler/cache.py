@@ -1,11 +1,13 @@
 """The scheduler's view of the cluster kept warm in memory: informers on pods, nodes, PodGroups, queues and
 PriorityClasses, and the scheduler ConfigMap (hot-reloaded, last good kept). `snapshot()` feeds one session.
 
-Thin I/O shell around `scheduler.framework.snapshot.build` and `scheduler.framework.conf.load`.
+Thin I/O shell around `scheduler.incremental.SnapshotInputs` (the snapshot updated from informer events, so an
+idle tick does not rebuild it) and `scheduler.framework.conf.load`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from kube.informers import Informer, InformerFactory
 from scheduler.framework import conf as confs
 from scheduler.framework import snapshot as snapshots
 from scheduler.framework.registry import Registry
+from scheduler.incremental import SnapshotInputs
 
 __all__ = ["CONFIGMAP_KEY", "CONFIGMAP_NAME", "ConfSource", "ConfState", "SchedulerCache"]
 
@@ -30,16 +33,24 @@ _KINDS = {
     "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
     "queues": ("scheduling.volcano.sh", "v1beta1", "queues"),
     "priority_classes": ("scheduling.k8s.io", "v1", "priorityclasses"),
+}
+# per-node inventories for numa-aware / deviceshare; their CRDs may be absent, so startup does not wait on them
+_OPTIONAL_KINDS = {
     "numatopologies": ("nodeinfo.volcano.sh", "v1alpha1", "numatopologies"),
     "devices": ("scheduling.koordinator.sh", "v1alpha1", "devices"),
+    "namespaces": ("", "v1", "namespaces"),  # pod affinity namespaceSelector (plugins/predicates)
 }
 
 
 class SchedulerCache:
-    """Informers for everything a snapshot needs; `snapshot()` builds one from their current contents."""
+    """Informers for everything a snapshot needs; `snapshot()` returns one for their current contents.
+
+    Incremental (default): informer events mark objects dirty and `snapshot()` updates the previous snapshot with
+    them — it returns the same object every time, which the caller's session may mutate until the next call.
+    `incremental=False` builds a fresh snapshot from the informer stores on every call."""
 
     def __init__(self, client: ClusterClient, *, scheduler_names: Iterable[str] = snapshots.DEFAULT_SCHEDULER_NAMES,
-                 default_queue: str = "default") -> None:
+                 default_queue: str = "default", incremental: bool = True) -> None:
         self.client = client
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
@@ -49,17 +60,40 @@ class SchedulerCache:
             rt = client.registry.get(group, version, plural)
             if rt is not None:
                 self.informers[key] = self.factory.informer(rt)
+        self.optional_factory = InformerFactory(client)
+        self.optional: dict[str, Informer] = {}
+        for key, (group, version, plural) in _OPTIONAL_KINDS.items():
+            rt = client.registry.get(group, version, plural)
+            if rt is not None:
+                self.optional[key] = self.optional_factory.informer(rt)
+        self.incremental = incremental
+        self.inputs = incremental_inputs = SnapshotInputs(scheduler_names=self.scheduler_names,
+                                                          default_queue=default_queue)
+        if incremental:
+            for key, inf in (*self.informers.items(), *self.optional.items()):
+                inf.add_handler(on_add=functools.partial(incremental_inputs.upsert, key),
+                                on_update=functools.partial(_on_update, incremental_inputs, key),
+                                on_delete=functools.partial(incremental_inputs.delete, key))
 
     def start(self, timeout: float | None = 60.0) -> bool:
         self.factory.start()
+        self.optional_factory.start()
         return self.factory.wait_for_sync(timeout)
 
     def stop(self) -> None:
         self.factory.stop()
+        self.optional_factory.stop()
 
     def snapshot(self) -> snapshots.Snapshot:
+        if self.incremental:
+            return self.inputs.snapshot()
         lists = {key: inf.list() for key, inf in self.informers.items()}
+        lists.update({key: inf.list() for key, inf in self.optional.items()})
         return snapshots.build(**lists, scheduler_names=self.scheduler_names, default_queue=self.default_queue)
+
+
+def _on_update(inputs: SnapshotInputs, kind: str, old: dict, new: dict) -> None:
+    inputs.upsert(kind, new)
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,19 @@ from scheduler.actions.enqueue import Enqueue
 from scheduler.actions.preempt import Preempt
 from scheduler.actions.reclaim import Reclaim
 from scheduler.framework.registry import Registry
+from scheduler.plugins.binpack import BinPack
+from scheduler.plugins.capacity import Capacity
 from scheduler.plugins.conformance import Conformance
+from scheduler.plugins.deviceshare import DeviceShare
+from scheduler.plugins.drf import Drf
 from scheduler.plugins.gang import Gang
 from scheduler.plugins.nodeorder import NodeOrder
+from scheduler.plugins.numaaware import NumaAware
+from scheduler.plugins.overcommit import Overcommit
 from scheduler.plugins.predicates import Predicates
 from scheduler.plugins.priority import Priority
 from scheduler.plugins.proportion import Proportion
+from scheduler.plugins.sla import Sla
 
 __all__ = ["in_tree_registry"]
 
@@ -34,4 +41,11 @@ def in_tree_registry() -> Registry:
             .add_plugin("conformance", Conformance)
             .add_plugin("predicates", Predicates)
             .add_plugin("proportion", Proportion)
-            .add_plugin("nodeorder", NodeOrder))
+            .add_plugin("drf", Drf)
+            .add_plugin("capacity", Capacity)
+            .add_plugin("binpack", BinPack)
+            .add_plugin("overcommit", Overcommit)
+            .add_plugin("sla", Sla)
+            .add_plugin("nodeorder", NodeOrder)
+            .add_plugin("numa-aware", NumaAware)
+            .add_plugin("deviceshare", DeviceShare))

@@ -2,7 +2,10 @@
 and report what they decided as plain JSON-able data.
 
     {"bindings": {"ns/pod": "node"}, "evictions": ["ns/pod"], "pipelined": {"ns/pod": "node"},
-     "podgroups": {"ns/name": {"phase": ..., "conditions": [...]}}, "queues": {"name": {"allocated": {...}}}}
+     "podgroups": {"ns/name": {"phase": ..., "conditions": [...]}}, "queues": {"name": {"allocated": {...}}},
+     "explain": {"ns/pod": [{"node": ..., "fits": ..., "rejected": ..., "admit": ..., "merges": [...]}]}}
+
+`explain` covers the pods still pending after the sessions (`scheduler.plugins.numaaware.explain`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import yaml
 
 from kube import errors
 from kube.memory import MemoryClient
+from kube.resources import ResourceType
 from scheduler.framework.conf import SchedulerConf, default_conf
 from scheduler.framework.registry import Registry
 from scheduler.registry import in_tree_registry
@@ -23,6 +27,7 @@ from scheduler.session import run_once
 __all__ = ["load_objects", "simulate"]
 
 _CONDITION_KEYS = ("type", "status", "reason", "message")
+_DEVICE = ("scheduling.koordinator.sh", "v1alpha1", "Device", "devices")
 
 
 def load_objects(text: str) -> list[dict[str, Any]]:
@@ -62,6 +67,8 @@ def simulate(objects: Iterable[Mapping[str, Any]], conf: SchedulerConf | None = 
     registry = registry if registry is not None else in_tree_registry()
     conf = conf if conf is not None else default_conf(registry.plugin_names)
     client = MemoryClient.with_crds()
+    if client.registry.get(*_DEVICE[:2], _DEVICE[3]) is None:  # Koordinator Device: per-node GPU/RDMA inventory
+        client.store.register_type(ResourceType(*_DEVICE, False))
     _seed(client, objects)
     bindings: dict[str, str] = {}
     evictions: list[str] = []
@@ -86,4 +93,17 @@ def simulate(objects: Iterable[Mapping[str, Any]], conf: SchedulerConf | None = 
               for q in (client.list(q_rt)["items"] if q_rt else [])}
     return {"bindings": dict(sorted(bindings.items())), "evictions": sorted(evictions),
             "pipelined": dict(sorted(pipelined.items())), "podgroups": dict(sorted(podgroups.items())),
-            "queues": dict(sorted(queues.items()))}
+            "queues": dict(sorted(queues.items())), "explain": _explain_pending(client, conf, registry)}
+
+
+def _explain_pending(client: MemoryClient, conf: SchedulerConf, registry: Registry) -> dict[str, Any]:
+    """`explain` of every pod still pending after the sessions (per node: fit, first rejection, topology hints)."""
+    from scheduler.framework import snapshot as snapshots
+    from scheduler.framework.session import Session
+    from scheduler.plugins.numaaware import explain
+    from scheduler.session import list_objects
+
+    snap = snapshots.build(**list_objects(client))
+    ssn = Session(snap, conf, registry, uid="explain")
+    return {t.key: explain(ssn, t) for t in sorted(snap.tasks.values(), key=lambda t: t.key)
+            if t.status.value == "Pending" and not t.node_name}

@@ -3,7 +3,10 @@
 `create_app(lookups=..., config=...)` is wired by `lahar webhook` (served by `webhooks.server` over HTTPS) and by
 tests (Starlette's TestClient, overriding the `get_admission` dependency). Each POST reads the body (at most 3 MiB),
 `review.decode`s it, runs `routes.admit` and answers with `review.response_bytes` (orjson). One dependency,
-`get_admission`, carries the look-ups, configuration, route table and metrics (override it in tests).
+`get_admission`, carries the look-ups, configuration, route table, metrics and the AdmissionPolicies in force
+(override it in tests); `update_admission(app, config=..., policies=...)` swaps them atomically (live reload).
+Every review goes through `webhooks.policystage.after_rules` after the rules; `/metrics` appends the policy
+counters (`policies.metrics.REGISTRY`: config reload failures, audits, policy decisions).
 
 HTTP answers: 200 with an AdmissionReview for every well-formed review (denials included, handler crashes
 included — see `webhooks.routes`); 400 with a JSON Status naming what is wrong for a body that is too large,
@@ -12,7 +15,9 @@ not JSON, or not an AdmissionReview; 404 for a path lahar does not serve; never 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,12 +29,13 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from webhooks import review
+from policies import metrics as policy_metrics
+from webhooks import policystage, review
 from webhooks.lookups import Lookups
 from webhooks.metrics import CONTENT_TYPE, Metrics
-from webhooks.routes import Route, admit, default_routes
+from webhooks.routes import Route, admit, default_routes, lahar_routes
 
-__all__ = ["Admission", "create_app", "get_admission"]
+__all__ = ["Admission", "create_app", "get_admission", "update_admission"]
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
@@ -43,6 +49,8 @@ class Admission:
     config: Any                # policies.admission.AdmissionConfig
     routes: Mapping[str, Route]
     metrics: Metrics
+    policies: policystage.Policies = policystage.NO_POLICIES   # users' AdmissionPolicies in force
+    audits: policystage.AuditSink | None = None                 # where Audit results go besides the counters
 
 
 async def get_admission(request: HttpRequest) -> Admission:
@@ -73,13 +81,32 @@ async def _read_body(request: HttpRequest) -> bytes:
     return b"".join(chunks)
 
 
+_SWAP = threading.Lock()
+
+
+def update_admission(app: FastAPI, **changes: Any) -> Admission:
+    """Swap fields of the app's `Admission` (`config=`, `policies=` a `policystage.Policies` or an iterable of
+    compiled policies, `lookups=`): one attribute assignment, so a review sees the old or the new set, never a mix."""
+    if "policies" in changes and not isinstance(changes["policies"], policystage.Policies):
+        changes["policies"] = policystage.Policies.of(changes["policies"])
+    with _SWAP:
+        app.state.admission = dataclasses.replace(app.state.admission, **changes)
+        return app.state.admission
+
+
 def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | None = None,
-               metrics: Metrics | None = None) -> FastAPI:
-    """The admission app over `lookups` and `config`; `routes` defaults to every Volcano path."""
+               metrics: Metrics | None = None, policies: Any = None,
+               audits: policystage.AuditSink | None = None) -> FastAPI:
+    """The admission app over `lookups` and `config`; `routes` defaults to every Volcano path plus lahar's own
+    (`/configmaps/validate`, `/policies/mutate|validate`); `policies` are compiled AdmissionPolicies."""
     app = FastAPI(title="lahar admission webhooks", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.admission = Admission(lookups=lookups, config=config,
-                                    routes=dict(routes) if routes is not None else default_routes(),
-                                    metrics=metrics or Metrics())
+                                    routes=dict(routes) if routes is not None else {**default_routes(),
+                                                                                    **lahar_routes()},
+                                    metrics=metrics or Metrics(),
+                                    policies=policies if isinstance(policies, policystage.Policies)
+                                    else policystage.Policies.of(policies),
+                                    audits=audits)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: HttpRequest, exc: StarletteHTTPException) -> Response:
@@ -107,7 +134,8 @@ def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | N
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint(admission: Admission = Depends(get_admission)) -> Response:
-        return Response(admission.metrics.render().encode(), media_type=CONTENT_TYPE)
+        text = admission.metrics.render() + policy_metrics.REGISTRY.render()
+        return Response(text.encode(), media_type=CONTENT_TYPE)
 
     @app.post("/{path:path}", include_in_schema=False)
     async def review_endpoint(request: HttpRequest, admission: Admission = Depends(get_admission)) -> Response:
@@ -124,6 +152,8 @@ def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | N
             return _status(400, "BadRequest", str(e))
         req = parsed.request
         verdict, label = admit(route, req, admission.lookups, admission.config)
+        if label != "error":
+            verdict, label = policystage.after_rules(route, req, verdict, label, admission)
         try:
             body = review.response_bytes(parsed.api_version, req.uid, verdict)
         except Exception as e:  # noqa: BLE001 - e.g. a patch value JSON cannot encode: a denial, not a 500

@@ -33,6 +33,7 @@ __all__ = [
     "admit_object",
     "chain",
     "default_routes",
+    "lahar_routes",
     "resource_for",
     "run_chain",
 ]
@@ -122,6 +123,29 @@ def default_routes() -> dict[str, Route]:
     return routes
 
 
+# lahar's own paths (not Volcano's): its ConfigMaps, and the generic policy paths (resource "*": any request the
+# webhook registration sends; `webhooks.policystage` runs the policies there). Added by `webhooks.app.create_app`.
+_LAHAR_TABLE: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
+    ("/configmaps/validate", "webhooks.configmaps", "validate", "", "v1", "configmaps", ("CREATE", "UPDATE")),
+    ("/policies/mutate", "webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
+    ("/policies/validate", "webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
+)
+
+
+def policies_only(req: Request, lookups: Lookups, config: Any) -> Verdict:
+    """The generic policy paths have no built-in rules: allow, and let the policy stage decide."""
+    return Verdict.allow()
+
+
+def lahar_routes() -> dict[str, Route]:
+    """`/configmaps/validate` (lahar's ConfigMaps) and the generic `/policies/mutate|validate` paths."""
+    routes: dict[str, Route] = {}
+    for path, module, function, group, version, plural, ops in _LAHAR_TABLE:
+        handler = _load(module, function) or _unavailable(path, module)
+        routes[path] = Route(path, handler, group, version, plural, frozenset(ops), path.endswith("/mutate"))
+    return routes
+
+
 def resource_for(api_version: str, kind: str, routes: Mapping[str, Route] | None = None) -> str | None:
     """The plural lahar admits objects of this apiVersion/kind as, or None when no route takes them."""
     group = api_version.rpartition("/")[0]
@@ -141,7 +165,7 @@ def admit(route: Route, req: Request, lookups: Lookups, config: Any) -> tuple[Ve
     A request for another resource is denied the way Volcano's decoders do (`expect resource to be {...}`).
     """
     group = req.resource_group if req.resource_group or not req.group else req.group
-    if (group, req.resource) != (route.group, route.resource):
+    if route.resource != "*" and (group, req.resource) != (route.group, route.resource):
         return Verdict.deny(f"expect resource to be {route.gvr}"), "denied"
     try:
         verdict = route.handler(req, lookups, config)

@@ -54,12 +54,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def simulate(
-        snapshot: Path = typer.Option(..., "--snapshot", exists=True, dir_okay=False,
+        snapshot: Path = typer.Option(None, "--snapshot", exists=True, dir_okay=False,
                                       help="YAML stream of objects: nodes, queues, podgroups, pods, priorityclasses."),
+        workload: Path = typer.Option(None, "--workload", exists=True, dir_okay=False,
+                                      help="A trace (cluster, queues, job arrivals) to replay in simulated time."),
+        plot: Path = typer.Option(None, "--plot", dir_okay=False,
+                                  help="With --workload: write a PNG of utilisation, queue shares and job waits."),
+        html_out: Path = typer.Option(None, "--html", dir_okay=False,
+                                      help="With --workload: write a self-contained HTML page (inline SVG)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="With --workload: no progress bar."),
         conf: Path = typer.Option(None, "--conf", exists=True, dir_okay=False,
                                   help="A volcano-scheduler.conf (default: Volcano's default with lahar's plugins)."),
         sessions: int = typer.Option(1, "--sessions", min=1, help="How many sessions to run."),
-        output: str = typer.Option("json", "--output", "-o", help="json or yaml."),
+        output: str = typer.Option("json", "--output", "-o", help="json or yaml (with --workload also: table)."),
     ) -> None:
         """Run scheduling sessions in-process on the given objects and print the decisions."""
         import yaml
@@ -76,6 +83,15 @@ def register(app: typer.Typer) -> None:
         except confs.ConfError as e:
             typer.echo(f"error: {conf}: {e}", err=True)
             raise typer.Exit(2) from e
+        if (snapshot is None) == (workload is None):
+            typer.echo("error: give exactly one of --snapshot or --workload", err=True)
+            raise typer.Exit(2)
+        if workload is not None:
+            _replay(workload, c, registry, output=output, plot=plot, html_out=html_out, quiet=quiet)
+            return
+        if plot is not None or html_out is not None:
+            typer.echo("error: --plot and --html go with --workload", err=True)
+            raise typer.Exit(2)
         try:
             result = run(load_objects(snapshot.read_text()), c, sessions=sessions, registry=registry)
         except ValueError as e:
@@ -85,3 +101,68 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(yaml.safe_dump(result, sort_keys=False))
         else:
             sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+def _profile_nodes(name: str, count: int) -> list[dict]:
+    """A devcluster profile's node objects (Node, Numatopology, Device) for `lahar simulate --workload`."""
+    from devcluster import nodes, profiles
+
+    return nodes.build(profiles.load(name), count or None)
+
+
+def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Path | None, html_out: Path | None,
+            quiet: bool) -> None:
+    """`lahar simulate --workload`: replay in simulated time with a progress bar (stderr), report on stdout."""
+    import yaml
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from devcluster.profiles import ProfileError
+    from scheduler import workload
+
+    if plot is not None or html_out is not None:  # fail before the replay, not after it
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as e:
+            from scheduler.plot import INSTALL_HINT
+            typer.echo(f"error: {INSTALL_HINT}", err=True)
+            raise typer.Exit(2) from e
+    try:
+        trace = workload.load_trace(path.read_text())
+        extra = _profile_nodes(trace.profile, trace.count) if trace.profile else []
+    except (workload.TraceError, ProfileError) as e:
+        typer.echo(f"error: {path}: {e}", err=True)
+        raise typer.Exit(2) from e
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]replay[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("jobs done"), TimeElapsedColumn(), console=console, disable=quiet,
+                  transient=False) as bar:
+        task = bar.add_task("t=0s", total=len(trace.jobs))
+
+        def progress(t: float, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"t={t:,.0f}s")
+
+        report = workload.replay(trace, conf, registry=registry, nodes=extra, progress=progress)  # type: ignore[arg-type]
+    if plot is not None or html_out is not None:
+        from scheduler import plot as plots
+
+        title = f"lahar simulate --workload {path.name}"
+        if plot is not None:
+            plots.write_png(report, plot, title=title)
+            typer.echo(f"wrote {plot}", err=True)
+        if html_out is not None:
+            plots.write_html(report, html_out, title=title)
+            typer.echo(f"wrote {html_out}", err=True)
+    if output == "yaml":
+        sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
+    elif output == "json":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:  # a short table
+        s = report["summary"]
+        w = s["wait_s"]
+        typer.echo(f"{s['jobs_finished']}/{s['jobs']} jobs finished in {s['simulated_s']:.0f} simulated s "
+                   f"({s['sessions']} sessions); wait mean {w['mean']} s p50 {w['p50']} s p90 {w['p90']} s "
+                   f"max {w['max']} s")
+        for j in report["jobs"]:
+            typer.echo(f"  {j['name']:<24} {j['queue']:<12} arrival {j['arrival']:>8.0f}  wait "
+                       f"{'-' if j['wait_s'] is None else format(j['wait_s'], '.0f'):>6}")

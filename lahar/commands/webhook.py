@@ -1,18 +1,25 @@
 """`lahar webhook`: serve Volcano's admission paths over HTTPS (FastAPI on uvicorn).
 
 Thin shell: builds the look-ups (informers on the cluster, or a static state file), the admission configuration
-and the app (`webhooks.app`), then `webhooks.server.serve` until SIGINT/SIGTERM.
+and the app (`webhooks.app`), then `webhooks.server.serve` until SIGINT/SIGTERM. On a cluster, `live_admission`
+also watches lahar's ConfigMaps (`policies.loading.ConfigMapWatch`): `lahar-admission-config` and the
+AdmissionPolicy ConfigMaps are applied to the running app as their watch events arrive (swapped atomically with
+`webhooks.app.update_admission`), a bad version keeps the last good one (Event, log line, metric), and Audit
+results leave Events (`webhooks.policystage.AuditEvents`).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
 
-__all__ = ["admission_config", "load_objects", "register"]
+__all__ = ["LiveAdmission", "admission_config", "live_admission", "load_objects", "register"]
+
+log = logging.getLogger(__name__)
 
 
 def admission_config() -> Any:
@@ -46,6 +53,68 @@ def load_objects(path: Path) -> list[dict]:
     return out
 
 
+@dataclass
+class LiveAdmission:
+    """The admission app wired to a live cluster; `stop()` ends its watches and threads."""
+
+    app: Any                   # FastAPI, served by webhooks.server
+    lookups: Any               # webhooks.lookups.InformerLookups
+    watch: Any                 # policies.loading.ConfigMapWatch
+    config: Any                # policies.loading.Loader[AdmissionConfig]
+    policies: Any              # policies.loading.PolicyLoader
+    audits: Any                # webhooks.policystage.AuditEvents
+
+    def stop(self) -> None:
+        self.watch.stop()
+        self.audits.stop()
+        self.lookups.stop()
+
+
+def live_admission(client: Any, *, namespace: str = "lahar-system", all_namespaces: bool = False,
+                   sync_timeout: float = 30.0, probe_interval: float = 5.0) -> LiveAdmission:
+    """Informer look-ups, the app, and the ConfigMap watch that keeps its configuration and policies current:
+    `lahar-admission-config` in `namespace`, policy ConfigMaps (`lahar.sh/policy: "true"`) in `namespace` (or in
+    every namespace with `all_namespaces`)."""
+    from lahar import validators
+    from policies import loading
+    from policies.admission import AdmissionConfig
+    from webhooks import app as webhook_app
+    from webhooks import lookups as webhook_lookups
+    from webhooks import policystage
+
+    validators.register()
+    lookups = webhook_lookups.InformerLookups(client, probe_interval=probe_interval).start()
+    audits = policystage.AuditEvents(client).start()
+    watch = None
+    try:
+        # answering before the caches are filled would deny jobs for "missing" queues: wait for them first
+        if not lookups.wait_for_sync(sync_timeout):
+            log.warning("informers not synced after %.0fs; serving, /readyz reports 503", sync_timeout)
+        app = webhook_app.create_app(lookups=lookups, config=AdmissionConfig(), audits=audits)
+        watch = loading.ConfigMapWatch(client, namespace=None if all_namespaces else namespace,
+                                       component="lahar-webhook")
+        config = watch.watch(loading.Loader(loading.parse_admission_config, default=AdmissionConfig()),
+                             namespace=namespace, name=loading.ADMISSION_CONFIGMAP)
+        policies = watch.watch_policies()
+        config.on_change(lambda value: webhook_app.update_admission(app, config=value))
+        policies.on_change(lambda value: webhook_app.update_admission(app, policies=value))
+        watch.start(timeout=sync_timeout)
+        webhook_app.update_admission(app, config=config.current, policies=policies.current())
+    except BaseException:
+        if watch is not None:
+            watch.stop()
+        audits.stop()
+        lookups.stop()
+        raise
+    return LiveAdmission(app=app, lookups=lookups, watch=watch, config=config, policies=policies, audits=audits)
+
+
+def _static_policies(paths: list[Path]) -> list[Any]:
+    from lahar.commands.policy import _load_policies
+
+    return _load_policies(paths)
+
+
 def webhook(
     port: int = typer.Option(8443, help="HTTPS port (Volcano's webhook-manager uses 8443)."),
     host: str = typer.Option("0.0.0.0", help="Address to listen on."),
@@ -60,6 +129,13 @@ def webhook(
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
     sync_timeout: float = typer.Option(30.0, "--sync-timeout", help="Seconds to wait for the informers before "
                                                                      "listening (then /readyz says 503 until synced)."),
+    config_namespace: str = typer.Option("lahar-system", "--config-namespace",
+                                         help="Namespace of lahar-admission-config and of the policy ConfigMaps."),
+    all_namespaces_policies: bool = typer.Option(False, "--policies-from-all-namespaces",
+                                                 help="Load policy ConfigMaps from every namespace (trust every "
+                                                      "namespace's ConfigMap writers with cluster-wide rules)."),
+    policies: list[Path] = typer.Option([], "--policies", help="With --state: AdmissionPolicy documents or policy "
+                                                               "ConfigMaps (files or directories) to enforce."),
 ) -> None:
     """Serve lahar's admission webhooks (Volcano's paths, /healthz, /readyz, /metrics) over HTTPS."""
     from webhooks import app as webhook_app
@@ -67,26 +143,27 @@ def webhook(
     from webhooks import server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = None
     if state is not None:
-        lookups: Any = webhook_lookups.StaticLookups(load_objects(state))
-    else:
-        from kube import kubeconfig as kubeconfig_mod
-        from kube.rest import RestClient
-
-        client = RestClient(kubeconfig_mod.load(kubeconfig))
-        lookups = webhook_lookups.InformerLookups(client).start()
-        # answering before the caches are filled would deny jobs for "missing" queues: wait for them first
-        if not lookups.wait_for_sync(sync_timeout):
-            logging.getLogger(__name__).warning("informers not synced after %.0fs; serving, /readyz reports 503",
-                                                sync_timeout)
-    try:
-        app = webhook_app.create_app(lookups=lookups, config=admission_config())
+        app = webhook_app.create_app(lookups=webhook_lookups.StaticLookups(load_objects(state)),
+                                     config=admission_config(), policies=_static_policies(policies) if policies else None)
         server.serve(app, host=host, port=port, certfile=cert, keyfile=key, http=http, log_level=log_level)
+        return
+    if policies:
+        raise typer.BadParameter("only with --state; on a cluster, policies come from ConfigMaps",
+                                 param_hint="--policies")
+    from kube import kubeconfig as kubeconfig_mod
+    from kube.rest import RestClient
+
+    client = RestClient(kubeconfig_mod.load(kubeconfig))
+    live = None
+    try:
+        live = live_admission(client, namespace=config_namespace, all_namespaces=all_namespaces_policies,
+                              sync_timeout=sync_timeout)
+        server.serve(live.app, host=host, port=port, certfile=cert, keyfile=key, http=http, log_level=log_level)
     finally:
-        if client is not None:
-            lookups.stop()
-            client.close()
+        if live is not None:
+            live.stop()
+        client.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -99,8 +99,8 @@ class Allocate:
         if not job.fit_errors:
             first = tasks[-1]
             _, errors = ssn.predicate_nodes(first)
-            job.fit_errors[first.uid] = errors or FitErrors(
-                len(arrays), error=f"only {possible} of the {need} more tasks the gang needs fit in free resources")
+            job.fit_errors[first.uid] = errors or _exhausted(
+                ssn, first, f"only {possible} of the {need} more tasks the gang needs fit in free resources")
         return True
 
     def _allocate_tasks(self, ssn: Session, tasks: list[Task], job: Job, queue: Queue) -> Statement | None:
@@ -138,3 +138,29 @@ class Allocate:
         if not ssn.job_pipelined(job):
             stmt.discard()
         return None
+
+
+def _exhausted(ssn: Session, task: Task, fallback: str) -> FitErrors:
+    """Why `task` would find no node once the gang's fitting tasks took every free slot — what Volcano reports for
+    the first task of the gang that fits nowhere: per node, the plugin that rejects it, else the resource (or the
+    pod count) that runs out first. Node classes as kube-scheduler's FitError: "0/3 nodes are available: ..."."""
+    arrays = ssn.arrays
+    f = ssn.predicate(task)
+    req = task.init_resreq
+    dims = np.flatnonzero(req > EPSILON)
+    free = arrays.future_idle() + EPSILON
+    room = np.maximum(arrays.max_pods - arrays.pods, 0)
+    out = FitErrors(total=len(arrays), error=fallback)
+    names = ssn.resources.names
+    for i in range(len(arrays)):
+        if not f.feasible[i]:
+            out.reasons[f.reasons[i] if f.reasons is not None and f.reasons[i] is not None
+                        else "node(s) didn't match the predicates"] += 1
+        elif not len(dims):
+            out.reasons["Too many pods"] += 1
+        else:
+            slots = free[i, dims] / req[dims]
+            k = int(dims[int(np.argmin(slots))])
+            out.reasons["Too many pods" if room[i] < np.floor(slots.min()) else f"Insufficient {names[k]}"] += 1
+    return out
+

@@ -1,6 +1,38 @@
-"""Device choices for the scheduler: which concrete GPUs (and later slices, MIG instances, VFs) a task gets.
+"""Device choices for the scheduler: which concrete GPUs, vGPU slices, MIG instances and RDMA VFs a task gets.
 
-Pure decision cores used by the deviceshare plugin; `gpu` holds go-gpuallocator's link-aware selection.
+Pure decision cores used by the deviceshare (and numa-aware) plugins, one module per question:
+
+- `requests`: `parse(pod) -> DeviceRequest` — whole GPUs, vGPU (Volcano and HAMi vocabularies), MIG, RDMA, joint
+  allocation, steering annotations;
+- `inventory`: `inventory(node, device, numatopology) -> NodeInventory` and `usage(pods) -> Usage`;
+- `gpu`: go-gpuallocator's link-aware whole-GPU choice `allocate(available, required, size, scores)`;
+- `vgpu`: `fit(request, cards, usage, policy=...) -> Allocation | reason`, `annotations(allocation, ...)`;
+- `mig`: `fit_mixed(...)`, `fit_dynamic(...) -> MIGAllocation | reason`, `annotations(...)`;
+- `rdma`: `allocate(gpus, nics, usage, request=..., same_pcie=...) -> RDMAAllocation | reason`,
+  `annotations(gpus, allocation)` (Koordinator `device-allocated` + `lahar.sh/gpu-rdma-pairs`).
+
+A fit that fails returns a `str` reason (never raises); callers test `isinstance(result, str)`.
 """
 
-__all__: list[str] = []
+from scheduler.devices import gpu, inventory, mig, rdma, requests, vgpu
+from scheduler.devices.inventory import GPU, VF, CardUsage, NodeInventory, RDMANic, Usage, VGPUCard
+from scheduler.devices.requests import DeviceRequest, VGPUPodRequest, VGPURequest
+
+__all__ = [
+    "GPU",
+    "VF",
+    "CardUsage",
+    "DeviceRequest",
+    "NodeInventory",
+    "RDMANic",
+    "Usage",
+    "VGPUCard",
+    "VGPUPodRequest",
+    "VGPURequest",
+    "gpu",
+    "inventory",
+    "mig",
+    "rdma",
+    "requests",
+    "vgpu",
+]

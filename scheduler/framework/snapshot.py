@@ -419,9 +419,11 @@ class Queue:
 
 
 class Node:
-    """A Ready node: labels, taints, unschedulable flag, and the session's tasks placed on it."""
+    """A Ready node: labels, taints, unschedulable flag, and the session's tasks placed on it. `others` are the pods
+    bound here that belong to no session job (other schedulers, no PodGroup): read-only, for host ports and
+    inter-pod affinity / topology spread (plugins/predicates, plugins/nodeorder)."""
 
-    __slots__ = ("name", "index", "labels", "taints", "unschedulable", "node", "tasks")
+    __slots__ = ("name", "index", "labels", "taints", "unschedulable", "node", "tasks", "others")
 
     def __init__(self, node: Mapping[str, Any], index: int) -> None:
         meta = node.get("metadata") or {}
@@ -433,6 +435,7 @@ class Node:
         self.unschedulable = bool(spec.get("unschedulable"))
         self.node = node
         self.tasks: dict[str, Task] = {}
+        self.others: list[Task] = []
 
     def __repr__(self) -> str:
         return f"Node({self.name})"
@@ -488,10 +491,12 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
           podgroups: Iterable[Mapping[str, Any]] = (), queues: Iterable[Mapping[str, Any]] = (),
           priority_classes: Iterable[Mapping[str, Any]] = (),
           scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES, default_queue: str = "default",
-          numatopologies: Iterable[Mapping[str, Any]] = (), devices: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
+          numatopologies: Iterable[Mapping[str, Any]] = (), devices: Iterable[Mapping[str, Any]] = (),
+          namespaces: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
     """A snapshot from API objects, like Volcano's cache.Snapshot(): Ready nodes only; jobs need a PodGroup and a
     known queue; every non-terminated pod bound to a node counts there, whichever scheduler placed it.
-    Numatopology and Device objects (one per node, named after it) are kept as `Snapshot.extras`."""
+    Numatopology and Device objects (one per node, named after it) and Namespaces (for pod affinity
+    namespaceSelector) are kept as `Snapshot.extras`."""
     pods = list(pods)
     ready_nodes = [n for n in nodes if _ready(n)]
     queue_objs = list(queues)
@@ -550,7 +555,10 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
                 arrays.add(i, task.resreq, node_kind(status))
                 if job is not None:
                     node_list[i].tasks[task.uid] = task
+                else:
+                    node_list[i].others.append(task)
     arrays.reset_version()
     extras = {"numatopologies": {(o.get("metadata") or {}).get("name", ""): o for o in numatopologies},
-              "devices": {(o.get("metadata") or {}).get("name", ""): o for o in devices}}
+              "devices": {(o.get("metadata") or {}).get("name", ""): o for o in devices},
+              "namespaces": {(o.get("metadata") or {}).get("name", ""): o for o in namespaces}}
     return Snapshot(resources, node_list, arrays, jobs, queue_map, pcs, extras)

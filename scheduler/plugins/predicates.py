@@ -1,14 +1,20 @@
-"""predicates: which nodes a pod may run on — unschedulable nodes, node selector, required node affinity,
-taints and tolerations, max pods (the kube-scheduler filters Volcano wraps, spec §5.4).
+"""predicates: which nodes a pod may run on — the kube-scheduler filters Volcano wraps (spec §5.4): max pods,
+unschedulable nodes, node selector and required node affinity, taints and tolerations, host ports, inter-pod
+affinity and anti-affinity, pod topology spread (DoNotSchedule).
 
-Static checks are computed once per pod "signature" (selector, affinity, tolerations) as a boolean mask over all
-nodes and cached for the session; the pod-count check is one vector comparison per call.
+Static checks (node labels, taints) are computed once per pod "signature" (node selector, required affinity,
+tolerations) as boolean masks over all nodes, vectorised per label key with numpy, and cached for the session.
+Checks that depend on the pods on nodes (host ports, inter-pod affinity, spread) read the session's pod view
+(`_podview.PodView`), which counts pods placed earlier in the session; they run only for pods that have such
+rules, or, for anti-affinity, when placed pods have anti-affinity terms. Failure reasons read like
+kube-scheduler's, so FailedScheduling events summarise them the same way.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,21 +23,43 @@ from scheduler.framework.hooks import NodeFilter
 from scheduler.framework.nodes import NodeArrays
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import Node, Task
+from scheduler.plugins import _affinity, _ports, _spread
+from scheduler.plugins._podview import _INT, PodProfile, PodView, profile_of, view_of
 
 __all__ = [
     "NODE_AFFINITY_MISMATCH",
     "NODE_UNSCHEDULABLE",
     "POD_NUMBER_EXCEEDED",
+    "TOO_MANY_PODS",
     "Predicates",
+    "StaticMasks",
+    "arg_bool",
     "match_node_selector_terms",
+    "node_selector_terms_mask",
+    "static_masks",
     "tolerates",
     "untolerated_taint",
 ]
 
 NODE_UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
-POD_NUMBER_EXCEEDED = "node(s) pod number exceeded"
+TOO_MANY_PODS = "Too many pods"  # kube-scheduler NodeResourcesFit's reason (Volcano says "node(s) pod number exceeded")
+POD_NUMBER_EXCEEDED = TOO_MANY_PODS
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def arg_bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
+    """Volcano Arguments.GetBool: a bool, or a string strconv.ParseBool accepts; anything else keeps the default."""
+    v = args.get(key)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in ("1", "t", "true"):
+            return True
+        if low in ("0", "f", "false"):
+            return False
+    return default
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
@@ -60,7 +88,21 @@ def untolerated_taint(taints: list[Mapping[str, Any]], tolerations: list[Mapping
     return None
 
 
+def _valid(req: Mapping[str, Any]) -> bool:
+    """labels.NewRequirement's checks for a NodeSelectorRequirement (an invalid one voids its term)."""
+    op, values = req.get("operator"), req.get("values") or []
+    if op in ("In", "NotIn"):
+        return bool(values)
+    if op in ("Exists", "DoesNotExist"):
+        return not values
+    if op in ("Gt", "Lt"):
+        return len(values) == 1 and bool(_INT.match(str(values[0])))
+    return False
+
+
 def _requirement(req: Mapping[str, Any], value: str | None) -> bool:
+    if not _valid(req):
+        return False
     op = req.get("operator")
     values = req.get("values") or []
     if op == "In":
@@ -71,34 +113,135 @@ def _requirement(req: Mapping[str, Any], value: str | None) -> bool:
         return value is not None
     if op == "DoesNotExist":
         return value is None
-    if op in ("Gt", "Lt"):
-        if value is None or len(values) != 1:
-            return False
-        try:
-            a, b = int(value), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
+    if value is None or not _INT.match(value):
+        return False
+    a, b = int(value), int(values[0])
+    return a > b if op == "Gt" else a < b
+
+
+def _field_valid(f: Mapping[str, Any]) -> bool:
+    return (f.get("key") == "metadata.name" and f.get("operator") in ("In", "NotIn")
+            and len(f.get("values") or []) == 1)
 
 
 def match_node_selector_terms(terms: list[Mapping[str, Any]], node: Node) -> bool:
-    """Terms are ORed; a term's expressions and fields are ANDed; an empty term matches nothing."""
+    """Terms are ORed; a term's expressions and fields are ANDed; an empty or invalid term matches nothing."""
     for term in terms:
         exprs = term.get("matchExpressions") or []
         fields = term.get("matchFields") or []
         if not exprs and not fields:
             continue
+        if not all(_field_valid(f) for f in fields):
+            continue
         if all(_requirement(e, node.labels.get(e.get("key", ""))) for e in exprs) and all(
-                _requirement(f, node.name if f.get("key") == "metadata.name" else None) for f in fields):
+                _requirement(f, node.name) for f in fields):
             return True
     return False
 
 
-def _signature(task: Task) -> str:
-    spec = task.pod.get("spec") or {}
-    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    return json.dumps([spec.get("nodeSelector") or {}, aff or {}, spec.get("tolerations") or []], sort_keys=True)
+# --- vectorised over all nodes -----------------------------------------------------------------------------------
+
+def _requirement_mask(view: PodView, req: Mapping[str, Any]) -> np.ndarray:
+    if not _valid(req):
+        return np.zeros(view.n, dtype=bool)
+    op = req.get("operator")
+    key = req.get("key") or ""
+    if op in ("Gt", "Lt"):
+        nums = view.numeric(key)
+        bound = float(int(req["values"][0]))
+        with np.errstate(invalid="ignore"):
+            return nums > bound if op == "Gt" else nums < bound
+    codes, index = view.column(key)
+    if op == "Exists":
+        return codes >= 0
+    if op == "DoesNotExist":
+        return codes < 0
+    want = np.array([index[v] for v in req.get("values") or [] if v in index], dtype=np.int64)
+    hit = np.isin(codes, want)
+    return hit if op == "In" else ~hit
+
+
+def _field_mask(view: PodView, f: Mapping[str, Any]) -> np.ndarray:
+    out = np.zeros(view.n, dtype=bool)
+    if not _field_valid(f):
+        return out
+    i = view.ssn.arrays.index.get((f.get("values") or [""])[0])
+    if i is not None:
+        out[i] = True
+    return out if f.get("operator") == "In" else ~out
+
+
+def node_selector_terms_mask(view: PodView, terms: list[Mapping[str, Any]]) -> np.ndarray:
+    """`match_node_selector_terms` over every node at once."""
+    out = np.zeros(view.n, dtype=bool)
+    for term in terms:
+        exprs = term.get("matchExpressions") or []
+        fields = term.get("matchFields") or []
+        if not exprs and not fields:
+            continue
+        m = np.ones(view.n, dtype=bool)
+        for e in exprs:
+            m &= _requirement_mask(view, e)
+        for f in fields:
+            m &= _field_mask(view, f)
+        out |= m
+    return out
+
+
+def _taint_groups(view: PodView) -> list[tuple[list[Mapping[str, Any]], np.ndarray]]:
+    """Tainted nodes grouped by their taint list (most clusters have a handful of distinct lists)."""
+    hit = view._cache.get("taint-groups")
+    if hit is None:
+        groups: dict[str, tuple[list[Mapping[str, Any]], list[int]]] = {}
+        for node in view.nodes:
+            if node.taints:
+                key = json.dumps(node.taints, sort_keys=True)
+                groups.setdefault(key, (node.taints, []))[1].append(node.index)
+        hit = view._cache["taint-groups"] = (0, [(t, np.array(ix, dtype=np.int64)) for t, ix in groups.values()])
+    return hit[1]
+
+
+@dataclass(frozen=True, slots=True)
+class StaticMasks:
+    """Per node, for one pod signature: passes the node selector + required node affinity; has no untolerated
+    NoSchedule/NoExecute taint (and that taint, for the reason); is schedulable or tolerated."""
+
+    affinity_ok: np.ndarray
+    taints_ok: np.ndarray
+    taint_reason: np.ndarray | None  # object: "node(s) had untolerated taint {k: v}" where not taints_ok
+    unschedulable_ok: np.ndarray
+
+
+def static_masks(view: PodView, prof: PodProfile) -> StaticMasks:
+    key = ("static", prof.static_key)
+    hit = view._cache.get(key)
+    if hit is not None:
+        return hit[1]
+    n = view.n
+    affinity_ok = np.ones(n, dtype=bool)
+    for k, v in prof.node_selector.items():
+        codes, index = view.column(k)
+        affinity_ok &= codes == index.get(v, -2)
+    if prof.required_terms is not None:
+        affinity_ok &= node_selector_terms_mask(view, prof.required_terms)
+    taints_ok = np.ones(n, dtype=bool)
+    reason: np.ndarray | None = None
+    for taints, idx in _taint_groups(view):
+        taint = untolerated_taint(taints, prof.tolerations)
+        if taint is not None:
+            taints_ok[idx] = False
+            if reason is None:
+                reason = np.full(n, None, dtype=object)
+            reason[idx] = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+    unschedulable_ok = np.ones(n, dtype=bool)
+    if not any(tolerates(t, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in prof.tolerations):
+        unschedulable_ok = np.fromiter((not node.unschedulable for node in view.nodes), dtype=bool, count=n)
+    out = StaticMasks(affinity_ok, taints_ok, reason, unschedulable_ok)
+    view._cache[key] = (0, out)
+    return out
+
+
+Check = tuple[np.ndarray, Any, bool]  # (failing mask, reason text or per-node object array, unresolvable)
 
 
 class Predicates:
@@ -106,65 +249,101 @@ class Predicates:
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
         args = dict(arguments or {})
-        self.node_affinity = bool(args.get("predicate.NodeAffinityEnable", True))
-        self.taint_toleration = bool(args.get("predicate.TaintTolerationEnable", True))
+        self.node_affinity = arg_bool(args, "predicate.NodeAffinityEnable", True)
+        self.node_ports = arg_bool(args, "predicate.NodePortsEnable", True)
+        self.taint_toleration = arg_bool(args, "predicate.TaintTolerationEnable", True)
+        self.pod_affinity = arg_bool(args, "predicate.PodAffinityEnable", True)
+        self.topology_spread = arg_bool(args, "predicate.PodTopologySpreadEnable", True)
         self.ssn: Session | None = None
-        self._static: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        self.view: PodView | None = None
+        self._static: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None]] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        self.view = view_of(ssn, self)
         self._static.clear()
 
-    def _static_filter(self, task: Task) -> tuple[np.ndarray, np.ndarray | None]:
-        if task.signature is None:
-            task.signature = _signature(task)
-        hit = self._static.get(task.signature)
+    # the session's events keep the pod view current (only its owner forwards them, so each counts once)
+    def on_allocate(self, task: Task) -> None:
+        if self.view is not None and self.view.owner is self:
+            self.view.on_allocate(task)
+
+    def on_deallocate(self, task: Task) -> None:
+        if self.view is not None and self.view.owner is self:
+            self.view.on_deallocate(task)
+
+    def _static_filter(self, prof: PodProfile) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """(feasible, reasons, unresolvable) of the label and taint checks, in kube-scheduler's order:
+        NodeUnschedulable, NodeAffinity, TaintToleration — all UnschedulableAndUnresolvable."""
+        hit = self._static.get(prof.static_key)
         if hit is not None:
             return hit
-        assert self.ssn is not None
-        spec = task.pod.get("spec") or {}
-        selector: Mapping[str, str] = spec.get("nodeSelector") or {}
-        terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
-        tolerations = spec.get("tolerations") or []
-        nodes = self.ssn.nodes
-        ok = np.ones(len(nodes), dtype=bool)
+        assert self.view is not None
+        masks = static_masks(self.view, prof)
+        n = self.view.n
+        ok = masks.unschedulable_ok.copy()
         reasons: np.ndarray | None = None
-        trivial = not selector and terms is None
-        for node in nodes:
-            if trivial and not node.taints and not node.unschedulable:
-                continue
-            reason = self._check(node, selector, terms, tolerations)
-            if reason is not None:
-                ok[node.index] = False
-                if reasons is None:
-                    reasons = np.full(len(nodes), None, dtype=object)
-                reasons[node.index] = reason
-        self._static[task.signature] = (ok, reasons)
-        return ok, reasons
-
-    def _check(self, node: Node, selector: Mapping[str, str], terms: list[Mapping[str, Any]] | None,
-               tolerations: list[Mapping[str, Any]]) -> str | None:
-        if node.unschedulable and not any(
-                tolerates(t, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations):
-            return NODE_UNSCHEDULABLE
+        if not ok.all():
+            reasons = np.full(n, None, dtype=object)
+            reasons[~ok] = NODE_UNSCHEDULABLE
         if self.node_affinity:
-            if any(node.labels.get(k) != v for k, v in selector.items()):
-                return NODE_AFFINITY_MISMATCH
-            if terms is not None and not match_node_selector_terms(terms, node):
-                return NODE_AFFINITY_MISMATCH
-        if self.taint_toleration and node.taints:
-            taint = untolerated_taint(node.taints, tolerations)
-            if taint is not None:
-                return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
-        return None
+            bad = ok & ~masks.affinity_ok
+            if bad.any():
+                if reasons is None:
+                    reasons = np.full(n, None, dtype=object)
+                reasons[bad] = NODE_AFFINITY_MISMATCH
+                ok &= ~bad
+        if self.taint_toleration and masks.taint_reason is not None:
+            bad = ok & ~masks.taints_ok
+            if bad.any():
+                if reasons is None:
+                    reasons = np.full(n, None, dtype=object)
+                reasons[bad] = masks.taint_reason[bad]
+                ok &= ~bad
+        out = (ok, reasons, None if reasons is None else ~ok)
+        self._static[prof.static_key] = out
+        return out
+
+    def _dynamic_checks(self, prof: PodProfile) -> list[Check]:
+        """Checks that read the pods on nodes, in kube-scheduler's order: NodePorts, InterPodAffinity,
+        PodTopologySpread."""
+        view = self.view
+        assert view is not None
+        checks: list[Check] = []
+        if self.node_ports and prof.ports:
+            checks.append((_ports.conflicts(view, prof.ports), _ports.PORTS_IN_USE, False))
+        if self.pod_affinity and (prof.aff_req or prof.anti_req or view.term_groups()):
+            checks.extend(_affinity.filter_nodes(view, prof))
+        if self.topology_spread and prof.spread_hard:
+            masks = static_masks(view, prof)
+            checks.extend(_spread.filter_nodes(view, prof, masks.affinity_ok, masks.taints_ok))
+        return checks
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
-        static_ok, static_reasons = self._static_filter(task)
+        prof = profile_of(task)
+        static_ok, static_reasons, static_unres = self._static_filter(prof)
         room = nodes.pods < nodes.max_pods
+        checks = self._dynamic_checks(prof)
         feasible = static_ok & room
+        for bad, _, _ in checks:
+            feasible = feasible & ~bad
         if feasible.all():
             return NodeFilter(feasible)
-        reasons = static_reasons.copy() if static_reasons is not None else np.full(len(nodes), None, dtype=object)
-        reasons[static_ok & ~room] = POD_NUMBER_EXCEEDED
-        return NodeFilter(feasible, reasons, ~static_ok)
+        n = len(nodes)
+        reasons = np.full(n, None, dtype=object)
+        unresolvable = np.zeros(n, dtype=bool)
+        decided = ~room
+        reasons[decided] = TOO_MANY_PODS  # Volcano checks the pod count first
+        if static_reasons is not None:
+            new = ~decided & ~static_ok
+            reasons[new] = static_reasons[new]
+            unresolvable |= new & (static_unres if static_unres is not None else False)
+            decided |= new
+        for bad, reason, unres in checks:
+            new = ~decided & bad
+            if new.any():
+                reasons[new] = reason[new] if isinstance(reason, np.ndarray) else reason
+                if unres:
+                    unresolvable |= new
+                decided |= new
+        return NodeFilter(feasible, reasons, unresolvable)

@@ -171,12 +171,21 @@ def _hooks(configs: list[dict]) -> dict[str, tuple[str, dict]]:
     return {h["name"]: (c["kind"], h) for c in configs for h in c["webhooks"]}
 
 
+# lahar's own webhooks next to Volcano's: its ConfigMaps, and users' AdmissionPolicies on the generic paths
+LAHAR_HOOKS = {"validateconfigmap.lahar.sh": "/configmaps/validate", "validatepolicy.lahar.sh": "/policies/validate",
+               "mutatepolicy.lahar.sh": "/policies/mutate"}
+
+
 def test_shipped_manifests_have_volcanos_webhooks() -> None:
     configs = bundles.load_templates(WEBHOOKS)
     assert sorted(c["kind"] for c in configs) == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
     hooks = _hooks(configs)
-    assert set(hooks) == set(VOLCANO_HOOKS)
+    assert set(hooks) == set(VOLCANO_HOOKS) | set(LAHAR_HOOKS)
     for name, (kind, hook) in hooks.items():
+        if name in LAHAR_HOOKS:
+            assert hook["clientConfig"]["service"]["path"] == LAHAR_HOOKS[name]
+            assert kind.startswith("Mutating") == name.startswith("mutate"), name
+            continue
         path, group, resource, ops = VOLCANO_HOOKS[name]
         assert kind.startswith("Mutating") == name.startswith("mutate"), name
         assert hook["clientConfig"]["service"] == {"name": "lahar-webhook", "namespace": "lahar-system",

@@ -146,22 +146,28 @@ DEPLOY = owner("Deployment", "web", replicas=3)
 CURRENT = f"web-{workloads.template_hash(TEMPLATE)}"
 
 DEPLOY_CASES = [
-    ("scale the current replicaset", [rs_of(DEPLOY, CURRENT, replicas=1, running=1)], [], [(CURRENT, 3)], []),
-    ("steady", [rs_of(DEPLOY, CURRENT, replicas=3, running=3)], [], [], []),
-    ("new template: old goes to zero first", [rs_of(DEPLOY, "web-old", replicas=3, running=3)], [],
+    # id, spec overrides, replicasets, created, scaled, deleted
+    ("scale the current replicaset", {}, [rs_of(DEPLOY, CURRENT, replicas=1, running=1)], [], [(CURRENT, 3)], []),
+    ("steady", {}, [rs_of(DEPLOY, CURRENT, replicas=3, running=3)], [], [], []),
+    ("new template: old goes to zero first", {}, [rs_of(DEPLOY, "web-old", replicas=3, running=3)], [],
      [("web-old", 0)], []),
-    ("new template: wait for old pods to go", [rs_of(DEPLOY, "web-old", replicas=0, running=2)], [], [], []),
-    ("new template: old gone, create new", [rs_of(DEPLOY, "web-old", replicas=0, running=0)], [CURRENT], [], []),
-    ("history limit", [rs_of(DEPLOY, CURRENT, replicas=3, running=3, revision=4)]
+    ("new template: wait for old pods to go", {}, [rs_of(DEPLOY, "web-old", replicas=0, running=2)], [], [], []),
+    ("new template: old gone, create new", {}, [rs_of(DEPLOY, "web-old", replicas=0, running=0)], [CURRENT], [],
+     []),
+    ("paused: scales but does not roll out", {"paused": True},
+     [rs_of(DEPLOY, CURRENT, replicas=1, running=1), rs_of(DEPLOY, "web-old", replicas=1, running=1)], [],
+     [(CURRENT, 3)], []),
+    ("paused: no new replicaset", {"paused": True}, [rs_of(DEPLOY, "web-old", replicas=3, running=3)], [], [], []),
+    ("history limit", {}, [rs_of(DEPLOY, CURRENT, replicas=3, running=3, revision=4)]
      + [rs_of(DEPLOY, f"web-r{i}", replicas=0, revision=i) for i in (1, 2, 3)], [], [], ["web-r1"]),
 ]
 
 
-@pytest.mark.parametrize(("rss", "creates", "scales", "deletes"), [c[1:] for c in DEPLOY_CASES],
+@pytest.mark.parametrize(("spec", "rss", "creates", "scales", "deletes"), [c[1:] for c in DEPLOY_CASES],
                          ids=[c[0] for c in DEPLOY_CASES])
-def test_deployment_plan(rss: list[dict], creates: list[str], scales: list[tuple[str, int]],
+def test_deployment_plan(spec: dict, rss: list[dict], creates: list[str], scales: list[tuple[str, int]],
                          deletes: list[str]) -> None:
-    d = {**DEPLOY, "spec": {**DEPLOY["spec"], "revisionHistoryLimit": 2}}
+    d = {**DEPLOY, "spec": {**DEPLOY["spec"], "revisionHistoryLimit": 2, **spec}}
     plan = workloads.deployment_plan(d, rss, now=NOW)
     assert [r["metadata"]["name"] for r in plan.create] == creates
     assert list(plan.scale) == scales
@@ -295,7 +301,21 @@ def test_job_status_counts_and_defaulted_selector() -> None:
         "selector": {"matchLabels": {workloads.CONTROLLER_UID_LABEL: "uid-pi"}},
         "template": {"metadata": {"labels": {"app": "web", workloads.CONTROLLER_UID_LABEL: "uid-pi",
                                              workloads.JOB_NAME_LABEL: "pi", "controller-uid": "uid-pi",
-                                             "job-name": "pi"}}}}}
+                                             "job-name": "pi"}}},
+        "completionMode": "NonIndexed"}}
+
+
+@pytest.mark.parametrize(("spec", "want"), [
+    ({}, {"completions": 1, "parallelism": 1, "backoffLimit": 6}),
+    ({"parallelism": 3}, {"backoffLimit": 6}),
+    ({"completions": 4}, {"parallelism": 1, "backoffLimit": 6}),
+    ({"completions": 2, "parallelism": 2, "backoffLimit": 0}, {}),
+], ids=["nothing set", "work queue", "completions only", "all set"])
+def test_job_defaults(spec: dict, want: dict) -> None:
+    j = {**JOB, "spec": {"template": TEMPLATE, "selector": {"matchLabels": {"a": "b"}}, "completionMode": "Indexed",
+                         **spec}}
+    patch = workloads.job_plan(j, [], now=NOW).owner_patch
+    assert (patch or {}).get("spec", {}) == want
 
 
 def test_indexed_job_creates_missing_indexes_and_reports_them() -> None:
@@ -335,6 +355,7 @@ SCHED_CASES = [
     ("node selector", P("x"), [node("a"), node("b", labels={"gpu": "yes"})], [], "b"),
     ("taint without toleration", P("x"), [node("a", taints=[{"key": "k", "effect": "NoSchedule"}])], [], None),
     ("not ready", P("x"), [node("a", ready=False), node("b")], [], "b"),
+    ("pods without requests still spread", P("x"), [node("a"), node("b")], [P("y").node("a")], "b"),
 ]
 
 

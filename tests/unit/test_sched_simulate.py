@@ -25,7 +25,8 @@ def objects() -> list[dict]:
 
 def test_simulate_output_shape_and_decisions() -> None:
     out = simulate(objects(), sessions=2)
-    assert set(out) == {"bindings", "evictions", "pipelined", "podgroups", "queues"}
+    assert set(out) == {"bindings", "evictions", "pipelined", "podgroups", "queues", "explain"}
+    assert set(out["explain"]) == {"c1/toobig-w-0", "c1/toobig-w-1"}
     assert out["bindings"] == {"c1/gang-w-0": "n1", "c1/gang-w-1": "n1", "c1/gang-w-2": "n2"}
     assert out["evictions"] == [] and out["pipelined"] == {}
     assert out["podgroups"]["c1/gang"]["phase"] == "Running"

@@ -1,0 +1,82 @@
+"""`lahar up`: everything on this machine — devcluster, Redis, the webhook, dispatch, workers, scheduler, beat and
+Flower — supervised, with a live status; `--demo` applies `examples/` and shows the jobs flow to Completed.
+
+Thin shell over `lahar.up.Stack`: reads flags and `Settings`, installs the signal handlers, starts, runs, stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+
+import typer
+
+__all__ = ["register"]
+
+DEMO_PROFILE = "demo"
+
+
+def up(
+    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, demo, or a YAML file "
+                                           "(default cpu-small; demo with --demo)."),
+    nodes: int = typer.Option(None, help="Number of simulated nodes (default: the profile's own counts)."),
+    data_dir: Path = typer.Option(None, "--data-dir", help="Where all state lives (default .lahar)."),
+    port: int = typer.Option(None, help="API server port (default 6443; 0 = any free port)."),
+    demo: bool = typer.Option(False, "--demo", help="Apply examples/ once everything is up and show the jobs run."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Controller worker processes."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Reconciles in parallel per worker."),
+    live: bool = typer.Option(None, "--live/--plain", help="Live status view or log lines (default: live on a TTY)."),
+) -> None:
+    """Run everything on this machine: the embedded cluster, Redis and lahar's processes, until Ctrl-C."""
+    from lahar import up as ups
+    from lahar.settings import Settings
+
+    s = Settings()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    opts = ups.Options(
+        data_dir=data_dir or s.data_dir,
+        port=s.devcluster_port if port is None else port,
+        profile=profile or (DEMO_PROFILE if demo else s.profile),
+        nodes=nodes if nodes is not None or demo else s.nodes,
+        redis_url=s.redis_url,
+        workers=workers,
+        concurrency=concurrency,
+        demo=demo,
+        flower_port=s.flower_port,
+        log_level=s.log_level,
+        live=live,
+    )
+    stack = ups.Stack(opts)
+    stopping = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+        stack.stop_event.set()
+        if len(stopping) == 1:
+            raise KeyboardInterrupt  # interrupt a start in progress; run() just returns
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        try:
+            stack.start()
+        except ups.RedisMissing as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from e
+        except (RuntimeError, OSError) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from e
+        stack.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean stop short
+        typer.echo("stopping lahar: processes, then devcluster, then Redis…", err=True)
+        stack.stop()
+        typer.echo("stopped.", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(up)

@@ -1,0 +1,439 @@
+"""deviceshare: which concrete devices a task gets on a node — whole GPUs chosen link-aware, vGPU slices, MIG
+devices, RDMA VFs paired with the GPUs under one PCIe switch — and the annotations that tell the node side.
+
+Sits on the numa-aware plugin's per-session `Placement` (scheduler/plugins/numaaware.py): the devices are hint
+providers there, so GPUs, VFs and CPUs are merged under the node's (or the task's stricter) Topology Manager policy
+and land on the same NUMA node where the policy demands it. The device decisions travel as pod annotations with the
+bind (`Decisions.annotations`): Koordinator `scheduling.koordinator.sh/device-allocated`, Volcano / HAMi vGPU
+lists, and lahar's explicit GPU ↔ VF pairs `lahar.sh/gpu-rdma-pairs` (koordinator#2187). Pure fit functions live in
+`scheduler.devices` (inventory, requests, gpu, vgpu, mig, rdma); this module is the session glue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scheduler.devices import gpu as gpus_
+from scheduler.devices import inventory as inventories
+from scheduler.devices import mig as migs
+from scheduler.devices import rdma as rdmas
+from scheduler.devices import requests as requests_
+from scheduler.devices import vgpu as vgpus
+from scheduler.framework.hooks import NodeFilter
+from scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
+from scheduler.plugins.numaaware import Placement, placement
+from scheduler.topology import TopologyHint, hints
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodes import NodeArrays
+    from scheduler.framework.session import Session
+
+__all__ = ["GPU_RESOURCE", "INSUFFICIENT_GPUS", "DevicePlan", "DeviceShare", "NodeDevices"]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+INSUFFICIENT_GPUS = "Insufficient nvidia.com/gpu devices"
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """A (task, node) device choice: whole GPUs (indices, in allocation order), RDMA (`rdma.RDMAAllocation`),
+    vGPU slices, dynamic MIG instances, "mixed" MIG devices (profile, count); `score` for the node order."""
+
+    gpus: tuple[int, ...] = ()
+    rdma: rdmas.RDMAAllocation | None = None
+    vgpu: vgpus.Allocation | None = None
+    dynamic_mig: migs.MIGAllocation | None = None
+    mig: tuple[tuple[str, int], ...] = ()
+    score: float = 0.0
+    rdma_resource: str = "koordinator.sh/rdma"
+
+    def vfs(self) -> list[str]:
+        return self.rdma.vfs() if self.rdma is not None else []
+
+
+@dataclass
+class NodeDevices:
+    """One node's inventory and the session's view of what is free on it."""
+
+    inv: inventories.NodeInventory
+    base: inventories.Usage
+    scores: dict[tuple[int, int], int]
+    taken_gpus: set[int] = field(default_factory=set)
+    taken_vfs: set[str] = field(default_factory=set)
+    taken_cards: dict[str, inventories.CardUsage] = field(default_factory=dict)
+    taken_mig: dict[str, int] = field(default_factory=dict)
+    taken_pfs: dict[int, int] = field(default_factory=dict)
+    taken_placements: list[inventories.MIGPlacement] = field(default_factory=list)
+    version: int = 0
+
+    def free_gpus(self) -> list[int]:
+        return [g for g in self.inv.free_gpus(self.base) if g not in self.taken_gpus]
+
+    def free_vfs(self) -> dict[int, list[inventories.VF]]:
+        return {nic: [v for v in vfs if v.bus_id not in self.taken_vfs]
+                for nic, vfs in self.inv.free_vfs(self.base).items()}
+
+    def usage(self) -> inventories.Usage:
+        """The pods' usage plus this session's reservations."""
+        if not (self.taken_cards or self.taken_vfs or self.taken_mig or self.taken_placements):
+            return self.base
+        cards = dict(self.base.cards)
+        for uuid, u in self.taken_cards.items():
+            c = cards.get(uuid, inventories.CardUsage())
+            cards[uuid] = inventories.CardUsage(c.num + u.num, c.memory_mib + u.memory_mib, c.cores + u.cores,
+                                                c.groups | u.groups)
+        mig = dict(self.base.mig)
+        for profile, n in self.taken_mig.items():
+            mig[profile] = mig.get(profile, 0) + n
+        return inventories.Usage(cards=cards, gpus=self.base.gpus | frozenset(self.taken_gpus),
+                                 unplaced_gpus=self.base.unplaced_gpus, vfs=self.base.vfs | frozenset(self.taken_vfs),
+                                 pfs=self._pfs(), mig=mig,
+                                 mig_placements=self.base.mig_placements + tuple(self.taken_placements))
+
+    def _pfs(self) -> Mapping[int, int]:
+        if not self.taken_pfs:
+            return self.base.pfs
+        out = dict(self.base.pfs)
+        for m, units in self.taken_pfs.items():
+            out[m] = out.get(m, 0) + units
+        return out
+
+
+class DeviceShare:
+    """Volcano's `deviceshare` plugin, arguments `deviceshare.SchedulePolicy` (binpack | spread; default binpack for
+    whole GPUs), `deviceshare.ScheduleWeight` (default 1), `deviceshare.VGPUEnable` / `GPUNumberEnable` (default on)."""
+
+    name = "deviceshare"
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        args = dict(arguments or {})
+        self.policy = str(args.get("deviceshare.SchedulePolicy") or vgpus.BINPACK)
+        self.weight = float(args.get("deviceshare.ScheduleWeight", 1) or 0)
+        self.vgpu_enable = str(args.get("deviceshare.VGPUEnable", True)).lower() != "false"
+        self._nodes: dict[int, NodeDevices | None] = {}
+        self.placement: Placement | None = None
+        self.node_names: list[str] = []
+        self._requests: dict[str, requests_.DeviceRequest | None] = {}
+        self.now = int(time.time())
+
+    # --- session ----------------------------------------------------------------------------------------------------
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.placement = placement(ssn)
+        self.placement.devices = self
+        self._ssn = ssn
+        self.node_names = [n.name for n in ssn.nodes]
+        self._nodes: dict[int, NodeDevices | None] = {}
+        self._scores: dict[int, dict[tuple[int, int], int]] = {}
+
+    def node(self, index: int) -> NodeDevices | None:
+        """The node's inventory and usage, parsed on first use (only nodes a plan is made for)."""
+        if index in self._nodes:
+            return self._nodes[index]
+        n = self._ssn.nodes[index]
+        extras = self._ssn.snapshot.extras
+        nd: NodeDevices | None
+        try:
+            # CPUs are the numa-aware side's: the Numatopology is not parsed again here
+            inv = inventories.inventory(n.node, extras.get("devices", {}).get(n.name), None)
+        except (ValueError, TypeError, KeyError):
+            nd = None
+        else:
+            pods = [t.pod for t in n.tasks.values() if t.status in ALLOCATED or t.status is TaskStatus.RELEASING]
+            shape = self.placement.shape[index] if self.placement is not None else None
+            scores = self._scores.get(shape) if isinstance(shape, int) else None
+            if scores is None:
+                scores = {}
+                raw = (n.node.get("metadata") or {}).get("annotations", {}).get(
+                    inventories.GPU_TOPOLOGY_ANNOTATION)
+                if raw:
+                    try:
+                        scores = gpus_.pair_scores(gpus_.links_from_annotation(raw))
+                    except (ValueError, KeyError, TypeError):
+                        scores = {}
+                if isinstance(shape, int):
+                    self._scores[shape] = scores
+            nd = NodeDevices(inv, inventories.usage(pods), scores)
+        self._nodes[index] = nd
+        return nd
+
+    def on_session_close(self, ssn: Session) -> None:
+        if self.placement is not None:
+            self.placement.close()
+
+    def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
+        assert self.placement is not None
+        if self.device_request(task) is None:
+            return NodeFilter(np.ones(len(nodes), dtype=bool))
+        return self.placement.predicate(task, nodes)
+
+    def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
+        assert self.placement is not None
+        request = self.device_request(task)
+        if request is None or not self.weight:
+            return np.zeros(len(candidates))
+        return self.placement.device_scores(task, candidates, request) * self.weight
+
+    def on_allocate(self, task: Task) -> None:
+        if self.placement is not None:
+            self.placement.on_allocate(task)
+
+    def on_deallocate(self, task: Task) -> None:
+        if self.placement is not None:
+            self.placement.on_deallocate(task)
+
+    # --- DeviceSide (numaaware.Placement) -------------------------------------------------------------------------
+
+    def device_request(self, task: Task) -> requests_.DeviceRequest | None:
+        if task.uid not in self._requests:
+            req = requests_.parse(task.pod)
+            self._requests[task.uid] = None if req.empty and not req.errors else req
+        return self._requests[task.uid]
+
+    def _vgpu_vendor(self, req: requests_.DeviceRequest, nd: NodeDevices) -> str:
+        if not self.vgpu_enable:
+            return ""
+        if req.volcano is not None and nd.inv.volcano:
+            return "volcano"
+        if req.hami is not None and nd.inv.hami:
+            return "hami"  # on a node with a HAMi registration, nvidia.com/gpu counts HAMi slots
+        return ""
+
+    def device_providers(self, task: Task, node: int, request: Any) -> dict[str, list[TopologyHint] | None] | str:
+        req: requests_.DeviceRequest = request
+        nd = self.node(node)
+        if req.errors:
+            return req.errors[0]
+        if nd is None:
+            return "node has no device inventory"
+        inv = nd.inv
+        out: dict[str, list[TopologyHint] | None] = {}
+        topo = self.placement.topology(node) if self.placement is not None else None
+        numa_nodes = sorted(set(topo.numa_nodes if topo is not None else ()) | set(inv.numa_nodes)) or [0]
+        if req.gpus and not self._vgpu_vendor(req, nd):
+            free = nd.free_gpus()
+            if len(free) < req.gpus:
+                return INSUFFICIENT_GPUS
+            out[GPU_RESOURCE] = hints.device_hints(req.gpus, inv.gpu_numa(), [str(g) for g in free], numa_nodes)
+        if req.rdma is not None and inv.nics:
+            free_vfs = nd.free_vfs()
+            nic_numa = {nic.minor: nic.numa for nic in inv.nics}
+            if req.must_allocate_vf:
+                devices = {f"{m}/{v.bus_id}": None if nic_numa.get(m) is None else [nic_numa[m]]
+                           for m, vs in free_vfs.items() for v in vs}
+                available = list(devices)
+            else:
+                devices = {str(m): None if nic_numa.get(m) is None else [nic_numa[m]] for m in free_vfs}
+                available = list(devices)
+            resource = req.rdma.vf_resource or "koordinator.sh/rdma"
+            out[resource] = hints.device_hints(req.rdma.count, devices, available, numa_nodes)
+        if req.mig:
+            instances = migs.mixed_instances(inv)
+            used = nd.usage().mig
+            for profile, n in migs.mixed_request(req.mig).items():
+                numas = instances.get(profile, [])
+                free_n = max(inv.mig_capacity.get(profile, 0) - used.get(profile, 0), 0)
+                if not numas or any(x is None for x in numas):
+                    out[f"nvidia.com/mig-{profile}"] = None
+                    continue
+                devices = {f"{profile}/{k}": [x] for k, x in enumerate(numas) if x is not None}
+                # which instances are in use is not recorded: assume the free ones are the last on each GPU
+                out[f"nvidia.com/mig-{profile}"] = hints.device_hints(n, devices, list(devices)[:free_n], numa_nodes)
+        return out
+
+    def device_allocate(self, task: Task, node: int, request: Any, hint: TopologyHint | None) -> DevicePlan | str:
+        req: requests_.DeviceRequest = request
+        nd = self.node(node)
+        if req.errors:
+            return req.errors[0]
+        if nd is None:
+            return "node has no device inventory"
+        inv = nd.inv
+        affinity = hint.affinity if hint is not None else None
+        usage = nd.usage()
+        chosen: list[int] = []
+        score = 0.0
+        vgpu_alloc: vgpus.Allocation | None = None
+        dynamic: migs.MIGAllocation | None = None
+        vendor = self._vgpu_vendor(req, nd)
+        if vendor:
+            pod_req = req.volcano if vendor == "volcano" else req.hami
+            cards = inv.volcano if vendor == "volcano" else inv.hami
+            assert pod_req is not None
+            if pod_req.mode == "mig" and vendor == "hami":
+                got_mig = migs.fit_dynamic(pod_req, cards, usage,
+                                           policy=self.policy if self.policy != vgpus.MUTEX else vgpus.BINPACK)
+                if isinstance(got_mig, str):
+                    return got_mig
+                dynamic = got_mig
+            else:
+                got = vgpus.fit(pod_req, cards, usage, policy=self.policy if vendor == "volcano" else None,
+                                node=inv.name)
+                if isinstance(got, str):
+                    return got
+                vgpu_alloc = got
+                score = got.score
+        elif req.gpus:
+            free = nd.free_gpus()
+            if len(free) < req.gpus:
+                return INSUFFICIENT_GPUS
+            if affinity is not None:
+                aligned = [g for g in free if (inv.gpu(g) or inventories.GPU(g)).numa in affinity]
+            else:
+                aligned = free
+            if len(aligned) >= req.gpus:
+                chosen = gpus_.allocate(aligned, [], req.gpus, nd.scores)
+            else:
+                chosen = gpus_.allocate(free, aligned, req.gpus, nd.scores)
+            if len(chosen) != req.gpus:
+                return INSUFFICIENT_GPUS
+            chosen = sorted(chosen)
+            total = len(inv.whole_gpus()) or 1
+            used_after = total - len(free) + req.gpus
+            score = 100.0 * (used_after / total if self.policy != vgpus.SPREAD else 1 - used_after / total)
+        mig: list[tuple[str, int]] = []
+        if req.mig:
+            why = migs.fit_mixed(req.mig, inv, usage)
+            if why is not None:
+                return why
+            mig = sorted(migs.mixed_request(req.mig).items())
+        rdma: rdmas.RDMAAllocation | None = None
+        if req.rdma is not None:
+            hint_rdma = req.hints.get("rdma")
+            got_rdma = rdmas.allocate([g for g in (inv.gpu(i) for i in chosen) if g is not None], inv.nics, usage,
+                                      request=req.rdma, same_pcie=req.same_pcie and bool(chosen),
+                                      must_vf=req.must_allocate_vf,
+                                      vf_selector=hint_rdma.vf_selector if hint_rdma is not None else None,
+                                      numa_nodes=affinity)
+            if isinstance(got_rdma, str):
+                return got_rdma
+            rdma = got_rdma
+        return DevicePlan(tuple(chosen), rdma, vgpu_alloc, dynamic, tuple(mig), score,
+                          (req.rdma.vf_resource or "koordinator.sh/rdma") if req.rdma is not None else "")
+
+    def device_numa(self, node: int, plan: Any) -> dict[int, dict[str, int]]:
+        nd = self.node(node)
+        out: dict[int, dict[str, int]] = {}
+        if nd is None or not isinstance(plan, DevicePlan):
+            return out
+
+        def add(numa: int | None, resource: str, n: int = 1) -> None:
+            if numa is not None and n:
+                slot = out.setdefault(numa, {})
+                slot[resource] = slot.get(resource, 0) + n
+
+        inv = nd.inv
+        for g in plan.gpus:
+            info = inv.gpu(g)
+            add(info.numa if info else None, GPU_RESOURCE)
+        if plan.rdma is not None:
+            for grant in plan.rdma.nics:
+                add(grant.numa, plan.rdma_resource, len(grant.vfs) or 1)
+        return out
+
+    def device_reserve(self, node: int, plan: Any) -> None:
+        nd = self.node(node)
+        if nd is None or not isinstance(plan, DevicePlan):
+            return
+        if plan.vgpu is not None or plan.dynamic_mig is not None:
+            plan = self._localize(nd, plan)
+        nd.taken_gpus.update(plan.gpus)
+        nd.taken_vfs.update(plan.vfs())
+        if plan.rdma is not None:
+            for grant in plan.rdma.nics:
+                if not grant.vfs:
+                    nd.taken_pfs[grant.minor] = nd.taken_pfs.get(grant.minor, 0) + grant.units
+        if plan.vgpu is not None:
+            for d in plan.vgpu.devices():
+                u = nd.taken_cards.get(d.uuid, inventories.CardUsage())
+                nd.taken_cards[d.uuid] = u.plus(d.memory_mib, d.cores)
+        if plan.dynamic_mig is not None:
+            for i in plan.dynamic_mig.instances:
+                nd.taken_placements.append(inventories.MIGPlacement(i.gpu_uuid, i.profile, i.start, i.size))
+                u = nd.taken_cards.get(i.gpu_uuid, inventories.CardUsage())
+                nd.taken_cards[i.gpu_uuid] = u.plus(i.memory_mib, i.core)
+        for profile, count in plan.mig:
+            nd.taken_mig[profile] = nd.taken_mig.get(profile, 0) + count
+        nd.version += 1
+
+    def device_release(self, node: int, plan: Any) -> None:
+        nd = self.node(node)
+        if nd is None or not isinstance(plan, DevicePlan):
+            return
+        if plan.vgpu is not None or plan.dynamic_mig is not None:
+            plan = self._localize(nd, plan)
+        nd.taken_gpus.difference_update(plan.gpus)
+        nd.taken_vfs.difference_update(plan.vfs())
+        if plan.rdma is not None:
+            for grant in plan.rdma.nics:
+                if not grant.vfs:
+                    left = nd.taken_pfs.get(grant.minor, 0) - grant.units
+                    if left > 0:
+                        nd.taken_pfs[grant.minor] = left
+                    else:
+                        nd.taken_pfs.pop(grant.minor, None)
+        charges = [(d.uuid, d.memory_mib, d.cores) for d in plan.vgpu.devices()] if plan.vgpu is not None else []
+        if plan.dynamic_mig is not None:
+            for i in plan.dynamic_mig.instances:
+                nd.taken_placements.remove(inventories.MIGPlacement(i.gpu_uuid, i.profile, i.start, i.size))
+                charges.append((i.gpu_uuid, i.memory_mib, i.core))
+        for uuid, mem, cores in charges:
+            u = nd.taken_cards.get(uuid, inventories.CardUsage())
+            left = inventories.CardUsage(u.num - 1, u.memory_mib - mem, u.cores - cores, u.groups)
+            if left.num <= 0:
+                nd.taken_cards.pop(uuid, None)
+            else:
+                nd.taken_cards[uuid] = left
+        for profile, count in plan.mig:
+            nd.taken_mig[profile] = nd.taken_mig.get(profile, 0) - count
+        nd.version += 1
+
+    def device_key(self, plan: Any) -> Any:
+        if not isinstance(plan, DevicePlan):
+            return None
+        vgpu = tuple((d.index, d.memory_mib, d.cores) for d in plan.vgpu.devices()) if plan.vgpu is not None else ()
+        dyn = tuple((i.gpu_index, i.profile, i.start, i.size) for i in plan.dynamic_mig.instances) \
+            if plan.dynamic_mig is not None else ()
+        rdma = tuple((g.minor, g.units, g.vfs) for g in plan.rdma.nics) if plan.rdma is not None else ()
+        return (plan.gpus, rdma, vgpu, dyn, plan.mig)
+
+    def _localize(self, nd: NodeDevices, plan: DevicePlan) -> DevicePlan:
+        """The plan with this node's UUIDs (a plan may come from another node of the same shape and state)."""
+        uuid_of = {g.index: g.uuid for g in nd.inv.gpus}
+        rdma = plan.rdma
+        if rdma is not None and rdma.pairs:
+            rdma = dataclasses.replace(rdma, pairs=tuple(dataclasses.replace(p, gpu_uuid=uuid_of.get(p.gpu, p.gpu_uuid))
+                                                         for p in rdma.pairs))
+        vgpu = plan.vgpu
+        if vgpu is not None:
+            cards = {c.index: c.uuid for c in (nd.inv.volcano if vgpu.vendor == "volcano" else nd.inv.hami)}
+            vgpu = dataclasses.replace(vgpu, containers=tuple(
+                (c, tuple(dataclasses.replace(d, uuid=cards.get(d.index, d.uuid)) for d in devs))
+                for c, devs in vgpu.containers))
+        dyn = plan.dynamic_mig
+        if dyn is not None:
+            cards = {c.index: c.uuid for c in nd.inv.hami}
+            dyn = dataclasses.replace(dyn, instances=tuple(
+                dataclasses.replace(i, gpu_uuid=cards.get(i.gpu_index, i.gpu_uuid)) for i in dyn.instances))
+        return dataclasses.replace(plan, rdma=rdma, vgpu=vgpu, dynamic_mig=dyn)
+
+    def device_annotations(self, task: Task, node: int, plan: Any) -> dict[str, str]:
+        nd = self.node(node)
+        if nd is None or not isinstance(plan, DevicePlan):
+            return {}
+        plan = self._localize(nd, plan)
+        out: dict[str, str] = {}
+        if plan.gpus or plan.rdma is not None:
+            gpus = [g for g in (nd.inv.gpu(i) for i in plan.gpus) if g is not None]
+            out.update(rdmas.annotations(gpus, plan.rdma))
+        if plan.vgpu is not None:
+            out.update(vgpus.annotations(plan.vgpu, node=self.node_names[node], now=self.now))
+        if plan.dynamic_mig is not None:
+            out.update(migs.annotations(plan.dynamic_mig, node=self.node_names[node], now=self.now))
+        return out

@@ -1,0 +1,882 @@
+"""numa-aware: a node passes only if its Topology Manager would admit the pod with what is free per NUMA node; the
+score prefers placements on fewer NUMA nodes; the chosen CPUs are reserved for the rest of the session.
+
+Sits between the snapshot (Volcano `Numatopology` objects in `Snapshot.extras`) and the bind: a per-session
+`Placement`, shared with the deviceshare plugin (which registers the devices as more hint providers), plans every
+(task, node) pair — hints, kubelet-exact merge (`scheduler.topology.merge`), concrete CPUs and devices — and its
+plans become the `volcano.sh/topology-decision` annotation written with the bind (spec volcano.md §5.4).
+
+Beyond Volcano: a task's `volcano.sh/numa-topology-policy` stricter than its node's (e.g. `single-numa-node` on a
+`best-effort` node) is honoured by the scheduler — the merge runs under the stricter policy — instead of making
+the node unusable; a weaker one changes nothing (the node's kubelet enforces its own policy regardless).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from kube import quantity
+from scheduler.framework.hooks import NodeFilter
+from scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
+from scheduler.topology import (
+    BEST_EFFORT,
+    NONE,
+    POLICIES,
+    RESTRICTED,
+    SINGLE_NUMA_NODE,
+    TOPOLOGY_AFFINITY_MESSAGE,
+    PolicyOptionError,
+    TopologyHint,
+    hints,
+    merge,
+)
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodes import NodeArrays
+    from scheduler.framework.session import Session
+
+__all__ = [
+    "ALLOCATION_ANNOTATION",
+    "NUMA_POLICY_ANNOTATION",
+    "OPTIONS_ANNOTATION",
+    "SCOPE_ANNOTATION",
+    "TOPOLOGY_DECISION_ANNOTATION",
+    "DeviceSide",
+    "NodeTopology",
+    "NumaAware",
+    "Placement",
+    "Plan",
+    "Rejection",
+    "container_cpu_requests",
+    "decision_annotation",
+    "effective_policy",
+    "explain",
+    "is_guaranteed",
+    "node_topology",
+    "normalize_reverse",
+    "placement",
+    "take_cpus",
+]
+
+NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
+TOPOLOGY_DECISION_ANNOTATION = "volcano.sh/topology-decision"
+ALLOCATION_ANNOTATION = "lahar.sh/numa-allocation"  # exact CPUs / NUMA nodes chosen (lahar's own, for the node side)
+OPTIONS_ANNOTATION = "lahar.sh/topology-manager-policy-options"  # node: the kubelet's options, JSON object
+SCOPE_ANNOTATION = "lahar.sh/topology-manager-scope"  # node: container (default) | pod
+DISTANCES_ANNOTATION = "lahar.sh/numa-distances"  # node: {"0": [10, 21], "1": [21, 10]}
+
+_RANK = {NONE: 0, BEST_EFFORT: 1, RESTRICTED: 2, SINGLE_NUMA_NODE: 3}
+
+
+# --- pure cores ---------------------------------------------------------------------------------------------------
+
+
+def effective_policy(node_policy: str, task_policy: str) -> str:
+    """The policy the scheduler merges under: the stricter of the node's and the task's (unknown task values and
+    "" count as none). none < best-effort < restricted < single-numa-node."""
+    node_policy = node_policy if node_policy in _RANK else NONE
+    if _RANK.get(task_policy, 0) > _RANK[node_policy]:
+        return task_policy
+    return node_policy
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    """A node's NUMA layout and Topology Manager configuration, from its Numatopology (and node annotations)."""
+
+    name: str
+    numa_nodes: tuple[int, ...]
+    policy: str
+    cpu_manager_policy: str
+    scope: str
+    options: Mapping[str, str]
+    distances: Mapping[int, Sequence[int]] | None
+    cpu_numa: Mapping[int, int]
+    cpu_socket: Mapping[int, int]
+    cpu_core: Mapping[int, int]
+    allocatable: frozenset[int]  # the shared pool the CPU manager may hand out
+
+    @property
+    def static(self) -> bool:
+        return self.cpu_manager_policy == "static"
+
+    @functools.cached_property
+    def layout(self) -> tuple[dict[int, frozenset[int]], dict[tuple[int, int], frozenset[int]]]:
+        """CPUs per socket and per (socket, core), for `take_cpus`."""
+        sockets: dict[int, set[int]] = {}
+        cores: dict[tuple[int, int], set[int]] = {}
+        for cpu in self.cpu_numa:
+            sockets.setdefault(self.cpu_socket.get(cpu, 0), set()).add(cpu)
+            cores.setdefault((self.cpu_socket.get(cpu, 0), self.cpu_core.get(cpu, cpu)), set()).add(cpu)
+        return ({k: frozenset(v) for k, v in sorted(sockets.items())},
+                {k: frozenset(v) for k, v in sorted(cores.items())})
+
+    def capacity(self) -> dict[int, int]:
+        out = dict.fromkeys(self.numa_nodes, 0)
+        for n in self.cpu_numa.values():
+            out[n] = out.get(n, 0) + 1
+        return out
+
+    def per_numa(self, cpus: Iterable[int]) -> dict[int, int]:
+        out = dict.fromkeys(self.numa_nodes, 0)
+        for c in cpus:
+            n = self.cpu_numa.get(c)
+            if n is not None:
+                out[n] = out.get(n, 0) + 1
+        return out
+
+
+def node_topology(numatopology: Mapping[str, Any], node: Mapping[str, Any] | None = None) -> NodeTopology:
+    """Parse a Volcano Numatopology (`spec.policies`, `spec.numares.cpu.allocatable`, `spec.cpuDetail` with
+    Go-omitempty zeros). Options, scope and distances come from `spec.policies` keys `TopologyManagerScope` /
+    `TopologyManagerPolicyOptions` or the node annotations `lahar.sh/topology-manager-*`."""
+    meta = numatopology.get("metadata") or {}
+    spec = numatopology.get("spec") or {}
+    policies = spec.get("policies") or {}
+    ann = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    details = spec.get("cpuDetail") or {}
+    cpu_numa = {int(c): int((d or {}).get("numa") or 0) for c, d in details.items()}
+    cpu_socket = {int(c): int((d or {}).get("socket") or 0) for c, d in details.items()}
+    cpu_core = {int(c): int((d or {}).get("core") or 0) for c, d in details.items()}
+    numares = (spec.get("numares") or {}).get("cpu") or {}
+    text = numares.get("allocatable")
+    allocatable = frozenset(hints.parse_cpuset(str(text))) if text is not None else frozenset(cpu_numa)
+    options_raw = policies.get("TopologyManagerPolicyOptions") or ann.get(OPTIONS_ANNOTATION) or {}
+    options = json.loads(options_raw) if isinstance(options_raw, str) else dict(options_raw)
+    distances_raw = ann.get(DISTANCES_ANNOTATION)
+    distances = ({int(k): [int(x) for x in v] for k, v in json.loads(distances_raw).items()}
+                 if distances_raw else None)
+    numa_nodes = tuple(sorted(set(cpu_numa.values()) | set(distances or {}))) or (0,)
+    return NodeTopology(
+        name=meta.get("name") or "",
+        numa_nodes=numa_nodes,
+        policy=policies.get("TopologyManagerPolicy") or NONE,
+        cpu_manager_policy=policies.get("CPUManagerPolicy") or "none",
+        scope=policies.get("TopologyManagerScope") or ann.get(SCOPE_ANNOTATION) or "container",
+        options={str(k): str(v) for k, v in options.items()},
+        distances=distances,
+        cpu_numa=cpu_numa, cpu_socket=cpu_socket, cpu_core=cpu_core,
+        allocatable=allocatable & frozenset(cpu_numa) if cpu_numa else allocatable,
+    )
+
+
+def _resources(container: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    r = container.get("resources") or {}
+    limits = r.get("limits") or {}
+    requests = r.get("requests") or {}
+    return {**limits, **requests}, limits
+
+
+def is_guaranteed(pod: Mapping[str, Any]) -> bool:
+    """Kubernetes' QoS class Guaranteed: every container has cpu and memory limits equal to its requests
+    (requests default to limits)."""
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    if not containers:
+        return False
+    for c in containers:
+        r = c.get("resources") or {}
+        limits = r.get("limits") or {}
+        requests = r.get("requests") or {}
+        for name in ("cpu", "memory"):
+            if name not in limits:
+                return False
+            if name in requests and quantity.parse(requests[name]).milli_value() != \
+                    quantity.parse(limits[name]).milli_value():
+                return False
+        for name, value in requests.items():
+            if name in limits and quantity.parse(value).milli_value() != quantity.parse(limits[name]).milli_value():
+                return False
+    return True
+
+
+def container_cpu_requests(pod: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(container name, exclusive CPUs) for the app containers: the static CPU manager pins CPUs only for a
+    Guaranteed pod's containers with an integer CPU request; others get 0 (the shared pool)."""
+    spec = pod.get("spec") or {}
+    guaranteed = is_guaranteed(pod)
+    out = []
+    for c in spec.get("containers") or ():
+        n = 0
+        if guaranteed:
+            requests, limits = _resources(c)
+            raw = requests.get("cpu", limits.get("cpu"))
+            if raw is not None:
+                milli = quantity.parse(raw).milli_value()
+                n = milli // 1000 if milli % 1000 == 0 else 0
+        out.append((c.get("name") or "", int(n)))
+    return out
+
+
+def _take_by_topology(available: set[int], count: int, topo: NodeTopology) -> list[int]:
+    """The CPU manager's `takeByTopology`: whole sockets, then whole cores, then single threads from the cores and
+    sockets with the fewest free CPUs (fill partly used cores first). `available` must hold at least `count`."""
+    taken: list[int] = []
+    if count <= 0:
+        return taken
+    free = set(available)
+    sockets, cores = topo.layout
+
+    def take(cpus: Iterable[int]) -> None:
+        for c in sorted(cpus):
+            taken.append(c)
+            free.discard(c)
+
+    for cpus in sockets.values():
+        if count - len(taken) >= len(cpus) and cpus <= free:
+            take(cpus)
+    if count - len(taken) >= 2:
+        for cpus in cores.values():
+            if count - len(taken) >= len(cpus) and cpus <= free:
+                take(cpus)
+    elif count - len(taken) == 1:
+        for cpus in cores.values():
+            if len(cpus) == 1 and cpus <= free:
+                take(cpus)
+                break
+    if len(taken) < count:
+        used_sockets = {topo.cpu_socket.get(c, 0) for c in taken}
+        free_on_socket = {s: len(cpus & free) for s, cpus in sockets.items()}
+        free_on_core = {k: len(cpus & free) for k, cpus in cores.items() if not cpus.isdisjoint(free)}
+
+        def order(c: int) -> tuple[int, int, int, int, int, int]:
+            s, k = topo.cpu_socket.get(c, 0), topo.cpu_core.get(c, c)
+            return (s not in used_sockets, free_on_socket[s], free_on_core[(s, k)], s, k, c)
+
+        take(sorted(free, key=order)[:count - len(taken)])
+    return taken
+
+
+def take_cpus(available: Iterable[int], count: int, topo: NodeTopology,
+              affinity: Iterable[int] | None = None) -> list[int] | None:
+    """The static CPU manager's `allocateCPUs`: CPUs on the hint's NUMA nodes first (by topology), the rest from
+    anywhere. None when fewer than `count` CPUs are free."""
+    free = set(available)
+    if len(free) < count:
+        return None
+    result: list[int] = []
+    if affinity is not None:
+        nodes = set(affinity)
+        aligned = {c for c in free if topo.cpu_numa.get(c) in nodes}
+        result = _take_by_topology(aligned, min(len(aligned), count), topo)
+        free -= set(result)
+    result += _take_by_topology(free, count - len(result), topo)
+    return sorted(result)
+
+
+def decision_annotation(per_numa: Mapping[int, Mapping[str, int]]) -> str:
+    """Volcano's `PodResourceDecision` JSON: `{"numa": {"<id>": {"<resource>": "<quantity>"}}}`."""
+    body = {str(n): {r: str(v) for r, v in sorted(res.items()) if v}
+            for n, res in sorted(per_numa.items()) if any(res.values())}
+    return json.dumps({"numa": body}, separators=(",", ":"), sort_keys=True)
+
+
+def normalize_reverse(values: np.ndarray, max_score: float = 100.0) -> np.ndarray:
+    """Volcano `util.NormalizeScore(100, reverse=true, ...)`: the smallest value scores highest."""
+    if not len(values):
+        return values.astype(np.float64)
+    top = float(values.max())
+    if top <= 0:
+        return np.full(len(values), max_score)
+    return max_score - np.floor(max_score * values / top)
+
+
+# --- the per-session placement shared by numa-aware and deviceshare --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    unresolvable: bool = False
+    merges: tuple[dict[str, Any], ...] = ()  # the merges made before the refusal (for explain)
+
+
+@dataclass
+class Plan:
+    """One (task, node) placement: policy, every provider's hints and the merged hint per merge, the CPUs (per
+    container) and the device choice (deviceshare's, opaque here)."""
+
+    policy: str
+    merges: list[dict[str, Any]] = field(default_factory=list)  # explain: {"container", "providers", "hint", "admit"}
+    cpus: dict[str, list[int]] = field(default_factory=dict)
+    devices: Any = None
+    numa: frozenset[int] = frozenset()
+    per_numa: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def numa_count(self) -> int:
+        return len(self.numa)
+
+
+class DeviceSide(Protocol):
+    """What deviceshare contributes to a placement (implemented by `scheduler.plugins.deviceshare.DeviceShare`)."""
+
+    def device_request(self, task: Task) -> Any | None: ...
+
+    def device_providers(self, task: Task, node: int, request: Any) -> dict[str, list[TopologyHint] | None] | str:
+        """Hints per device resource on `node` (None = no preference), or the reason the node cannot fit them."""
+
+    def device_allocate(self, task: Task, node: int, request: Any, hint: TopologyHint | None) -> Any | str:
+        """The concrete devices within `hint` (an opaque plan), or why not."""
+
+    def device_numa(self, node: int, plan: Any) -> dict[int, dict[str, int]]: ...
+
+    def device_key(self, plan: Any) -> Any:
+        """A hashable, node-agnostic key of what the plan takes (indices and bus ids, no UUIDs)."""
+
+    def device_reserve(self, node: int, plan: Any) -> None: ...
+
+    def device_release(self, node: int, plan: Any) -> None: ...
+
+    def device_annotations(self, task: Task, node: int, plan: Any) -> dict[str, str]: ...
+
+
+_PLACEMENTS: weakref.WeakKeyDictionary[Any, Placement] = weakref.WeakKeyDictionary()
+
+
+def placement(ssn: Session) -> Placement:
+    """The session's placement (created on first use by whichever plugin opens first)."""
+    p = _PLACEMENTS.get(ssn)
+    if p is None:
+        p = _PLACEMENTS[ssn] = Placement(ssn)
+    return p
+
+
+_UUID = re.compile(r"GPU-[0-9a-fA-F-]{8,}")
+
+
+def _fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
+    """What a plan on the node depends on, names and GPU UUIDs aside: allocatable, device annotations, the
+    Numatopology and Device specs, and the pods already there (a node with pods is its own class)."""
+    obj = node.node
+    ann = (obj.get("metadata") or {}).get("annotations") or {}
+    held = tuple(sorted(uid for uid, t in node.tasks.items()
+                        if t.status in ALLOCATED or t.status is TaskStatus.RELEASING))
+    if held:
+        return ("node", node.name)
+    dev = _UUID.sub("", repr(ann.get("lahar.sh/gpu-topology"))) + _UUID.sub("", repr(
+        ann.get("hami.io/node-nvidia-register"))) + _UUID.sub("", repr(ann.get("volcano.sh/node-vgpu-register")))
+    spec = (numatopology or {}).get("spec") or {}
+    cpus = tuple((c, (d or {}).get("numa", 0), (d or {}).get("socket", 0), (d or {}).get("core", 0))
+                 for c, d in (spec.get("cpuDetail") or {}).items())
+    numa = (repr(spec.get("policies")), repr(spec.get("numares")), repr(spec.get("resReserved")), cpus)
+    devices = tuple((d.get("type"), d.get("minor"), d.get("health"), None if d.get("type") == "gpu" else d.get("id"),
+                     repr(d.get("topology")), repr(d.get("resources")), repr(d.get("labels")),
+                     tuple((repr(g.get("labels")), tuple(v.get("busID") for v in g.get("vfs") or ()))
+                           for g in d.get("vfGroups") or ()))
+                    for d in ((device or {}).get("spec") or {}).get("devices") or ())
+    return hash((repr((obj.get("status") or {}).get("allocatable")), dev, numatopology is None, numa,
+                 device is None, devices, repr(ann.get(OPTIONS_ANNOTATION)), repr(ann.get(SCOPE_ANNOTATION)),
+                 repr(ann.get(DISTANCES_ANNOTATION))))
+
+
+def _task_signature(task: Task) -> str:
+    pod = task.pod
+    spec = pod.get("spec") or {}
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    key = json.dumps([[c.get("resources") for c in spec.get("initContainers") or ()],
+                      [(c.get("name"), c.get("resources")) for c in spec.get("containers") or ()],
+                      {k: v for k, v in sorted(ann.items()) if k.startswith(("volcano.sh/", "nvidia.com/", "hami.io/",
+                                                                             "scheduling.koordinator.sh/"))}],
+                     sort_keys=True, default=str)
+    return hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+
+
+class Placement:
+    """Plans (task, node) pairs and keeps the session's NUMA reservations: a task placed earlier in the session
+    holds its CPUs (and devices) until the statement that placed it is discarded."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.cpu_side = False  # numa-aware enabled: CPUs are planned and the task policy is honoured
+        self.devices: DeviceSide | None = None
+        nodes = ssn.nodes
+        self._numatopos = ssn.snapshot.extras.get("numatopologies", {})
+        devices = ssn.snapshot.extras.get("devices", {})
+        # per-node state is built lazily: only nodes a plan is made for (class representatives) are parsed
+        self._topologies: dict[int, NodeTopology | None] = {}
+        self._free: dict[int, set[int]] = {}
+        # node equivalence classes: nodes with the same fingerprint (inventory and pods, names and UUIDs aside)
+        # and the same tasks reserved this session get the same plan, so one node per class is planned
+        self.shape = [_fingerprint(n, self._numatopos.get(n.name), devices.get(n.name)) for n in nodes]
+        # what this session reserved on each node, as node-agnostic keys (CPU ids, GPU indices, VF bus ids, ...):
+        # two nodes of one shape holding the same reservations are in the same state
+        self.held: list[dict[Any, int]] = [{} for _ in nodes]
+        self.held_key: list[frozenset[Any]] = [frozenset()] * len(nodes)
+        self._class_ids: dict[Any, int] = {}
+        self.class_of = np.array([self._class_id(i) for i in range(len(nodes))], dtype=np.int64)
+        self.cache: dict[tuple[Any, str], Plan | Rejection] = {}
+        self.computed_on: dict[tuple[Any, str], int] = {}
+        self.signatures: dict[str, str] = {}
+        self.reserved: dict[str, tuple[int, Plan]] = {}
+        self.closed = False
+
+    def _class_id(self, node: int) -> int:
+        token = (self.shape[node], self.held_key[node])
+        cid = self._class_ids.get(token)
+        if cid is None:
+            cid = self._class_ids[token] = len(self._class_ids)
+        return cid
+
+    def _plan_key(self, plan: Plan) -> Any:
+        dev = self.devices.device_key(plan.devices) if plan.devices is not None and self.devices is not None else None
+        return (tuple(sorted((c, tuple(v)) for c, v in plan.cpus.items())), dev)
+
+    def _hold(self, node: int, key: Any, delta: int) -> None:
+        held = self.held[node]
+        n = held.get(key, 0) + delta
+        if n > 0:
+            held[key] = n
+        else:
+            held.pop(key, None)
+        self.held_key[node] = frozenset(held.items())
+        self.class_of[node] = self._class_id(node)
+
+    def topology(self, node: int) -> NodeTopology | None:
+        if node not in self._topologies:
+            n = self.ssn.nodes[node]
+            obj = self._numatopos.get(n.name)
+            topo = None
+            if obj is not None:
+                try:
+                    topo = node_topology(obj, n.node)
+                except (ValueError, TypeError):
+                    topo = None
+            self._topologies[node] = topo
+        return self._topologies[node]
+
+    def free_cpus(self, node: int) -> set[int]:
+        """The node's free CPUs: the Numatopology's allocatable pool minus what running pods hold (their
+        `lahar.sh/numa-allocation` or `volcano.sh/topology-decision` annotations) minus this session's picks."""
+        free = self._free.get(node)
+        if free is None:
+            topo = self.topology(node)
+            free = set(topo.allocatable) if topo else set()
+            if topo is not None:
+                for t in self.ssn.nodes[node].tasks.values():
+                    if t.status not in ALLOCATED and t.status is not TaskStatus.RELEASING:
+                        continue
+                    ann = (t.pod.get("metadata") or {}).get("annotations") or {}
+                    free -= _held_cpus(ann, topo, free)
+                for n, plan in self.reserved.values():
+                    if n == node:
+                        for cpus in plan.cpus.values():
+                            free -= set(cpus)
+            self._free[node] = free
+        return free
+
+    # --- planning ------------------------------------------------------------------------------------------------
+
+    def relevant(self, task: Task) -> tuple[bool, Any]:
+        """(does this task need per-node planning at all, its device request)."""
+        request = self.devices.device_request(task) if self.devices is not None else None
+        if request is not None:
+            return True, request
+        if not self.cpu_side:
+            return False, None
+        return True, None
+
+    def signature(self, task: Task) -> str:
+        sig = self.signatures.get(task.uid)
+        if sig is None:
+            sig = self.signatures[task.uid] = _task_signature(task)
+        return sig
+
+    def evaluate(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:
+        """The plan for `task` on `node` as decided for its class (any node of the class gives the same answer;
+        the concrete devices of `node` itself come from `plan_on`)."""
+        key = ((self.shape[node], self.held_key[node]), self.signature(task))
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.cache[key] = self._plan(task, node, request)
+            self.computed_on[key] = node
+        return hit
+
+    def plan_on(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:
+        """The plan for `task` on this very node (its own CPU ids, GPU UUIDs, VF bus ids)."""
+        key = ((self.shape[node], self.held_key[node]), self.signature(task))
+        if key in self.cache and isinstance(self.shape[node], int):
+            return self.cache[key]  # same shape and state: the same CPUs and device indices (UUIDs mapped at close)
+        return self._plan(task, node, request)
+
+    def _plan(self, task: Task, node: int, request: Any) -> Plan | Rejection:
+        topo = self.topology(node)
+        pod = task.pod
+        ann = (pod.get("metadata") or {}).get("annotations") or {}
+        task_policy = ann.get(NUMA_POLICY_ANNOTATION, "") if self.cpu_side else ""
+        if task_policy and task_policy not in POLICIES:
+            return Rejection(f"unknown numa-topology-policy {task_policy!r}", True)
+        cpu_requests = container_cpu_requests(pod) if self.cpu_side else []
+        guaranteed = any(n for _, n in cpu_requests)
+        if task_policy not in ("", NONE):
+            if topo is None:
+                return Rejection("numa info is empty", True)
+            if not topo.static:
+                return Rejection("cpu manager policy isn't static", True)
+            if not topo.allocatable:
+                return Rejection("cpu allocatable map is empty", True)
+        node_policy = topo.policy if topo is not None else NONE
+        policy = effective_policy(node_policy, task_policy)
+        plan = Plan(policy)
+        if policy == NONE or topo is None:
+            if request is not None and self.devices is not None:
+                chosen = self.devices.device_allocate(task, node, request, None)
+                if isinstance(chosen, str):
+                    return _reject(plan, chosen)
+                plan.devices = chosen
+                plan.per_numa = self.devices.device_numa(node, chosen)
+                plan.numa = frozenset(n for n, r in plan.per_numa.items() if any(r.values()))
+            return plan
+
+        numa_nodes = list(topo.numa_nodes)
+        device_providers: dict[str, list[TopologyHint] | None] | None = None
+        if request is not None and self.devices is not None:
+            got = self.devices.device_providers(task, node, request)
+            if isinstance(got, str):
+                return _reject(plan, got)
+            device_providers = got
+        capacity = topo.capacity()
+        free = set(self.free_cpus(node)) if topo.static else set()
+        containers = cpu_requests or [((c.get("name") or ""), 0) for c in (pod.get("spec") or {}).get("containers")
+                                      or ()] or [("", 0)]
+        # which container holds the devices: the first one asking for any of them (pod-level requests otherwise)
+        dev_container = 0
+        if device_providers is not None:
+            names = set(device_providers)
+            for idx, c in enumerate((pod.get("spec") or {}).get("containers") or ()):
+                wanted = {**(c.get("resources") or {}).get("limits", {}),
+                          **(c.get("resources") or {}).get("requests", {})}
+                if names & set(wanted):
+                    dev_container = idx
+                    break
+        try:
+            if topo.scope == "pod":
+                total = sum(n for _, n in containers)
+                providers: list[Any] = []
+                cpu_p = hints.cpu_provider(total, capacity, topo.per_numa(free)) if guaranteed and topo.static \
+                    else None
+                providers.append(cpu_p)
+                providers.append(device_providers)
+                hint, admit = merge(policy, providers, numa_nodes, topo.options, topo.distances)
+                plan.merges.append(_explain("(pod)", cpu_p, device_providers, hint, admit))
+                if not admit:
+                    return _reject(plan, _numa_reason("pod", policy))
+                hints_by_container = [hint] * len(containers)
+            else:
+                hints_by_container = []
+                picked: dict[str, list[int]] = {}
+                scratch = set(free)
+                for idx, (name, n) in enumerate(containers):
+                    cpu_p = hints.cpu_provider(n, capacity, topo.per_numa(scratch)) if n and topo.static else None
+                    dev_p = device_providers if idx == dev_container else None
+                    hint, admit = merge(policy, [cpu_p, dev_p], numa_nodes, topo.options, topo.distances)
+                    plan.merges.append(_explain(name, cpu_p, dev_p, hint, admit))
+                    if not admit:
+                        return _reject(plan, _numa_reason(name, policy))
+                    hints_by_container.append(hint)
+                    if n:
+                        got_cpus = take_cpus(scratch, n, topo, hint.affinity)
+                        if got_cpus is None:
+                            return _reject(plan, f"container {name} cannot be assigned by numa: not enough free CPUs")
+                        scratch -= set(got_cpus)
+                        picked[name] = got_cpus
+        except PolicyOptionError as e:
+            return _reject(plan, str(e), True)
+
+        # concrete choices
+        pool = set(free)
+        per_numa: dict[int, dict[str, int]] = {}
+        for (name, n), hint in zip(containers, hints_by_container, strict=True):
+            if not n:
+                continue
+            got_cpus = picked.get(name) if topo.scope != "pod" else None
+            if got_cpus is None:
+                got_cpus = take_cpus(pool, n, topo, hint.affinity)
+            if got_cpus is None:
+                return _reject(plan, f"container {name} cannot be assigned by numa: not enough free CPUs")
+            pool -= set(got_cpus)
+            plan.cpus[name] = got_cpus
+            for numa_id, count in topo.per_numa(got_cpus).items():
+                if count:
+                    per_numa.setdefault(numa_id, {})["cpu"] = per_numa.get(numa_id, {}).get("cpu", 0) + count
+        if request is not None and self.devices is not None:
+            chosen = self.devices.device_allocate(task, node, request, hints_by_container[dev_container])
+            if isinstance(chosen, str):
+                return _reject(plan, chosen)
+            plan.devices = chosen
+            for numa_id, res in self.devices.device_numa(node, chosen).items():
+                slot = per_numa.setdefault(numa_id, {})
+                for r, v in res.items():
+                    slot[r] = slot.get(r, 0) + v
+        plan.per_numa = per_numa
+        plan.numa = frozenset(n for n, r in per_numa.items() if any(r.values()))
+        return plan
+
+    # --- the session hooks both plugins forward --------------------------------------------------------------------
+
+    def _per_class(self, task: Task, nodes: np.ndarray, request: Any) -> tuple[np.ndarray, list[Plan | Rejection]]:
+        """Evaluate one representative node per class among `nodes`; returns (index into results per node, results)."""
+        classes, first, inverse = np.unique(self.class_of[nodes], return_index=True, return_inverse=True)
+        results = [self.evaluate(task, int(nodes[k]), request) for k in first]
+        return inverse, results
+
+    def predicate(self, task: Task, arrays: NodeArrays) -> NodeFilter:
+        n = len(arrays)
+        feasible = np.ones(n, dtype=bool)
+        relevant, request = self.relevant(task)
+        if not relevant:
+            return NodeFilter(feasible)
+        fit = np.flatnonzero(self.ssn.fit_future_idle.get(task.init_resreq.tobytes(), task.init_resreq))
+        if not len(fit):
+            return NodeFilter(feasible)
+        inverse, results = self._per_class(task, fit, request)
+        bad = np.array([isinstance(r, Rejection) for r in results], dtype=bool)
+        if not bad.any():
+            return NodeFilter(feasible)
+        rejected = fit[bad[inverse]]
+        feasible[rejected] = False
+        reasons = np.full(n, None, dtype=object)
+        unresolvable = np.zeros(n, dtype=bool)
+        reason_of = np.array([r.reason if isinstance(r, Rejection) else None for r in results], dtype=object)
+        unres_of = np.array([isinstance(r, Rejection) and r.unresolvable for r in results], dtype=bool)
+        reasons[fit] = reason_of[inverse]
+        unresolvable[fit] = unres_of[inverse]
+        return NodeFilter(feasible, reasons, unresolvable)
+
+    def scores(self, task: Task, candidates: np.ndarray) -> np.ndarray:
+        """Volcano's batch node order: NUMA nodes spanned by the plan, normalised so fewer scores higher."""
+        relevant, request = self.relevant(task)
+        if not relevant or not len(candidates):
+            return np.zeros(len(candidates))
+        inverse, results = self._per_class(task, np.asarray(candidates, dtype=np.int64), request)
+        counts = np.array([r.numa_count() if isinstance(r, Plan) and r.policy != NONE else 0 for r in results],
+                          dtype=np.float64)
+        if not counts.any():
+            return np.zeros(len(candidates))
+        return normalize_reverse(counts[inverse])
+
+    def device_scores(self, task: Task, candidates: np.ndarray, request: Any) -> np.ndarray:
+        if not len(candidates):
+            return np.zeros(0)
+        inverse, results = self._per_class(task, np.asarray(candidates, dtype=np.int64), request)
+        per = np.array([getattr(r.devices, "score", 0.0) if isinstance(r, Plan) else 0.0 for r in results])
+        return per[inverse]
+
+    def on_allocate(self, task: Task) -> None:
+        if task.uid in self.reserved or task.node < 0:
+            return
+        relevant, request = self.relevant(task)
+        if not relevant:
+            return
+        node = task.node
+        got = self.plan_on(task, node, request)
+        if not isinstance(got, Plan):
+            return  # placed without passing our predicate (switch off): nothing to reserve
+        free = self.free_cpus(node)
+        for cpus in got.cpus.values():
+            free -= set(cpus)
+        if got.devices is not None and self.devices is not None:
+            self.devices.device_reserve(node, got.devices)
+        self.reserved[task.uid] = (node, got)
+        self._hold(node, self._plan_key(got), +1)
+
+    def on_deallocate(self, task: Task) -> None:
+        held = self.reserved.pop(task.uid, None)
+        if held is None:
+            return
+        node, plan = held
+        free = self.free_cpus(node)
+        for cpus in plan.cpus.values():
+            free |= set(cpus)
+        if plan.devices is not None and self.devices is not None:
+            self.devices.device_release(node, plan.devices)
+        self._hold(node, self._plan_key(plan), -1)
+
+    def close(self) -> None:
+        """Write the decisions of every task bound this session as annotations carried by its bind."""
+        if self.closed:
+            return
+        self.closed = True
+        d = self.ssn.decisions
+        tasks = self.ssn.snapshot.tasks
+        for b in d.binds:
+            held = self.reserved.get(b.uid)
+            task = tasks.get(b.uid)
+            if held is None or task is None:
+                continue
+            node, plan = held
+            out = d.annotations.setdefault(b.uid, {})
+            if plan.policy != NONE and plan.per_numa:
+                out[TOPOLOGY_DECISION_ANNOTATION] = decision_annotation(plan.per_numa)
+                body: dict[str, Any] = {"policy": plan.policy, "numa": sorted(plan.numa)}
+                if plan.cpus:
+                    body["cpus"] = {c: _cpuset(v) for c, v in plan.cpus.items()}
+                out[ALLOCATION_ANNOTATION] = json.dumps(body, separators=(",", ":"), sort_keys=True)
+            if plan.devices is not None and self.devices is not None:
+                out.update(self.devices.device_annotations(task, node, plan.devices))
+
+    def explain(self, task: Task) -> list[dict[str, Any]]:
+        """Per node: the merges (each provider's hints, the merged hint, admit) and why the node was rejected."""
+        relevant, request = self.relevant(task)
+        out = []
+        for i, n in enumerate(self.ssn.nodes):
+            entry: dict[str, Any] = {"node": n.name}
+            if not relevant:
+                entry.update(admit=True, reason="", merges=[])
+            else:
+                got = self.plan_on(task, i, request)
+                if isinstance(got, Rejection):
+                    entry.update(admit=False, reason=got.reason, merges=list(got.merges))
+                else:
+                    entry.update(admit=True, reason="", policy=got.policy, merges=got.merges,
+                                 numa=sorted(got.numa), cpus={c: _cpuset(v) for c, v in got.cpus.items()})
+            out.append(entry)
+        return out
+
+
+def _reject(plan: Plan, reason: str, unresolvable: bool = False) -> Rejection:
+    return Rejection(reason, unresolvable, tuple(plan.merges))
+
+
+def _numa_reason(container: str, policy: str) -> str:
+    return f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE})"
+
+
+def _hint_json(h: TopologyHint) -> dict[str, Any]:
+    return {"affinity": None if h.affinity is None else sorted(h.affinity), "preferred": h.preferred}
+
+
+def _provider_json(p: Any) -> Any:
+    if p is None:
+        return None
+    return {r: (None if hs is None else [_hint_json(h) for h in hs]) for r, hs in p.items()}
+
+
+def _explain(container: str, cpu: Any, devices: Any, hint: TopologyHint, admit: bool) -> dict[str, Any]:
+    providers: dict[str, Any] = {}
+    if cpu is not None:
+        providers.update(_provider_json(cpu))
+    if devices is not None:
+        providers.update(_provider_json(devices))
+    return {"container": container, "providers": providers, "hint": _hint_json(hint), "admit": admit}
+
+
+def _cpuset(cpus: Iterable[int]) -> str:
+    ids = sorted(cpus)
+    parts: list[str] = []
+    start = prev = None
+    for c in ids:
+        if start is None:
+            start = prev = c
+        elif c == prev + 1:
+            prev = c
+        else:
+            parts.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = c
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else str(start))
+    return ",".join(parts)
+
+
+def _held_cpus(annotations: Mapping[str, str], topo: NodeTopology, free: set[int]) -> set[int]:
+    raw = annotations.get(ALLOCATION_ANNOTATION)
+    if raw:
+        try:
+            cpus = (json.loads(raw).get("cpus") or {})
+            return {c for v in cpus.values() for c in hints.parse_cpuset(v)}
+        except (ValueError, AttributeError, TypeError):
+            pass
+    raw = annotations.get(TOPOLOGY_DECISION_ANNOTATION)
+    if not raw:
+        return set()
+    try:
+        numa = json.loads(raw).get("numa") or {}
+    except (ValueError, AttributeError):
+        return set()
+    held: set[int] = set()
+    for numa_id, res in numa.items():
+        try:
+            count = int(quantity.parse((res or {}).get("cpu", "0")).value())
+            nid = int(numa_id)
+        except (ValueError, TypeError):
+            continue
+        on_node = sorted(c for c in free - held if topo.cpu_numa.get(c) == nid)
+        held.update(on_node[:max(0, count)])
+    return held
+
+
+# --- the plugin -----------------------------------------------------------------------------------------------------
+
+
+class NumaAware:
+    """Volcano's `numa-aware` plugin (argument `weight`, default 1)."""
+
+    name = "numa-aware"
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        args = dict(arguments or {})
+        self.weight = int(args.get("weight", 1) or 1)
+        self.placement: Placement | None = None
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.placement = placement(ssn)
+        self.placement.cpu_side = True
+
+    def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
+        assert self.placement is not None
+        return self.placement.predicate(task, nodes)
+
+    def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
+        assert self.placement is not None
+        return self.placement.scores(task, candidates) * self.weight
+
+    def on_allocate(self, task: Task) -> None:
+        if self.placement is not None:
+            self.placement.on_allocate(task)
+
+    def on_deallocate(self, task: Task) -> None:
+        if self.placement is not None:
+            self.placement.on_deallocate(task)
+
+    def on_session_close(self, ssn: Session) -> None:
+        if self.placement is not None:
+            self.placement.close()
+
+
+# --- explain ----------------------------------------------------------------------------------------------------------
+
+
+def explain(ssn: Session, task: Task) -> list[dict[str, Any]]:
+    """Why `task` would (not) go to each node of an open session: per node, whether its request fits the free
+    resources, the first reason the node was rejected (resources first, then the first predicate plugin that said
+    no, in tier order), and the topology plan — each provider's hints, the merged hint and the admit decision per
+    merge (container, or the pod in pod scope), the NUMA nodes and CPUs it would get. Read-only."""
+    arrays = ssn.arrays
+    names = ssn.resources.names
+    short = arrays.insufficient(task.init_resreq, arrays.future_idle()) if len(arrays) else []
+    verdict = ssn.predicate(task)
+    topo = placement(ssn).explain(task) if (ssn.plugins.get("numa-aware") is not None
+                                            or ssn.plugins.get("deviceshare") is not None) else None
+    out = []
+    for i, n in enumerate(ssn.nodes):
+        entry: dict[str, Any] = {"node": n.name, "fits": bool(short[i] < 0) if len(arrays) else False}
+        reason = ""
+        if short[i] >= 0:
+            reason = f"Insufficient {names[short[i]]}"
+        elif not verdict.feasible[i]:
+            reason = str(verdict.reasons[i]) if verdict.reasons is not None and verdict.reasons[i] else "rejected"
+        entry["rejected"] = reason
+        if topo is not None:
+            t = topo[i]
+            entry.update({k: v for k, v in t.items() if k not in ("node", "reason")})
+            entry["topology_reason"] = t.get("reason", "")
+        out.append(entry)
+    return out

@@ -1,0 +1,207 @@
+"""Policies and lahar's configuration through the real kubectl: devcluster, the webhook wired as `lahar webhook`
+wires it on a cluster (`lahar.commands.webhook.live_admission`: informer look-ups, ConfigMap watch, live swaps,
+Audit Events) served in-process over HTTPS, registered by `lahar certs ensure --url`.
+
+- a policy ConfigMap applied with kubectl is in force within 2 s and denies the next `kubectl apply` of a violating
+  Job; deleting it lifts the rule;
+- a policy ConfigMap that does not compile is refused at `kubectl apply` with the CEL error and its position;
+- a bad `lahar-admission-config` / `lahar-scheduler-configmap` is refused naming the field; a good one reaches the
+  rules live (a new first scheduler name);
+- Warn + Audit: kubectl prints the warning, the Job gets a PolicyViolation Event.
+Helpers (kubectl wrapper, `lahar` runner, object builders) come from `test_admission_kubectl`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.test_admission_kubectl import CRDS, Kubectl, denial, lahar, pytestmark, queue, retry_until, vcjob
+
+__all__ = ["pytestmark"]
+
+NS = "lahar-system"
+RELOAD_WITHIN = 2.0   # seconds: the issue's bound for a ConfigMap change to be in force
+
+
+def policy_configmap(name: str, policy: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS, "labels": {"lahar.sh/policy": "true"}},
+            "data": {"policy.yaml": policy}}
+
+
+def team_label_policy(name: str, *, actions: str = "[Deny]", expression: str | None = None) -> str:
+    expression = expression or "has(object.metadata.labels) && 'team' in object.metadata.labels"
+    return f"""apiVersion: lahar.sh/v1alpha1
+kind: AdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  matchConstraints:
+    resourceRules: [{{apiGroups: [batch.volcano.sh], apiVersions: ["*"], operations: [CREATE], resources: [jobs]}}]
+  validations:
+  - expression: "{expression}"
+    message: every Job needs a team label
+    reason: Forbidden
+  validationActions: {actions}
+"""
+
+
+@dataclass
+class Live:
+    kubectl: Kubectl
+    app: Any
+    ns: str
+
+    def policies(self) -> tuple[str, ...]:
+        return self.app.state.admission.policies.names
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float = RELOAD_WITHIN,
+                 since: float | None = None) -> float:
+        """Seconds from `since` (default: now) until `condition()` held; fails `timeout` seconds from now."""
+        now = time.monotonic()
+        start = now if since is None else since
+        while not condition():
+            if time.monotonic() - now > timeout:
+                raise AssertionError(f"not in force within {timeout} s")
+            time.sleep(0.01)
+        return time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    from devcluster.server import DevCluster
+    from kube import kubeconfig as kubeconfigs
+    from kube.rest import RestClient
+    from lahar.commands.webhook import live_admission
+    from webhooks import server
+
+    if not CRDS.is_dir():
+        pytest.skip("deploy/crds is absent")
+    tmp = tmp_path_factory.mktemp("policies-e2e")
+    cluster = DevCluster(tmp / "cluster", bookmark_interval=1.0).start()
+    stack = contextlib.ExitStack()
+    stack.callback(cluster.stop)
+    try:
+        kubectl = Kubectl(cluster.kubeconfig, tmp / "home")
+        kubectl("apply", "-f", str(CRDS))
+        kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh",
+                "crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh", "--timeout=30s")
+        kubectl.apply(yaml.safe_dump_all([queue("root"), queue("default")]))
+        kubectl.open_queues("root", "default")
+        certs_dir = tmp / "certs"
+        lahar("certs", "ensure", "--no-webhooks", "--out", str(certs_dir), kubeconfig=cluster.kubeconfig)
+        client = RestClient(kubeconfigs.load(cluster.kubeconfig))
+        stack.callback(client.close)
+        admission = live_admission(client, namespace=NS, sync_timeout=30, probe_interval=0.5)
+        stack.callback(admission.stop)
+        web = server.WebhookServer(admission.app, host="127.0.0.1", port=0, certfile=certs_dir / "tls.crt",
+                                   keyfile=certs_dir / "tls.key", reload_interval=None,
+                                   graceful_timeout=1.0).start()
+        stack.callback(web.stop)
+        out = lahar("certs", "ensure", "--url", f"https://127.0.0.1:{web.port}", "--out", str(certs_dir),
+                    kubeconfig=cluster.kubeconfig).stdout
+        assert "lahar-validating-webhooks: created" in out, out
+        ns = f"pol-{uuid.uuid4().hex[:6]}"
+        kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        yield Live(kubectl, admission.app, ns)
+    finally:
+        stack.close()
+
+
+def test_lahars_webhooks_are_registered(live: Live) -> None:
+    hooks = {h["name"] for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+             for c in live.kubectl.json("get", kind)["items"] for h in c["webhooks"]}
+    assert {"validateconfigmap.lahar.sh", "validatepolicy.lahar.sh", "mutatepolicy.lahar.sh",
+            "validatejob.volcano.sh"} <= hooks
+
+
+def test_policy_configmap_denies_the_next_job_within_2s(live: Live) -> None:
+    cm = policy_configmap("team-policy", team_label_policy("team-label"))
+    sent = time.monotonic()
+    live.kubectl.apply(cm)
+    try:
+        took = live.wait_for(lambda: "team-label" in live.policies(), since=sent)
+        print(f"policy ConfigMap in force {took * 1000:.0f} ms after `kubectl apply` started")
+        message = denial(live.kubectl.apply(vcjob("no-team"), live.ns, check=False))
+        assert 'admission webhook "validatejob.volcano.sh" denied the request: ' in message, message
+        assert "AdmissionPolicy 'team-label' denied request: every Job needs a team label" in message, message
+        assert live.kubectl("get", "vcjob", "no-team", "-n", live.ns, check=False).returncode != 0
+        labelled = vcjob("with-team")
+        labelled["metadata"]["labels"] = {"team": "vision"}
+        assert "job.batch.volcano.sh/with-team created" in live.kubectl.apply(labelled, live.ns).stdout
+    finally:
+        live.kubectl("delete", "configmap", "team-policy", "-n", NS)
+    live.wait_for(lambda: "team-label" not in live.policies())
+    assert "created" in live.kubectl.apply(vcjob("no-team"), live.ns).stdout
+
+
+def test_broken_policy_configmap_is_refused_at_apply(live: Live) -> None:
+    broken = team_label_policy("broken", expression="object.metadata.labels['team' != ''")
+    message = denial(live.kubectl.apply(policy_configmap("broken-policy", broken), check=False))
+    assert 'admission webhook "validateconfigmap.lahar.sh" denied the request: ' in message, message
+    assert "ConfigMap lahar-system/broken-policy is not a valid lahar configuration" in message, message
+    assert "data[policy.yaml][doc 0] broken spec.validations[0].expression: compilation failed: " in message
+    assert "Syntax error" in message and "at line 1, column " in message, message
+    assert live.kubectl("get", "configmap", "broken-policy", "-n", NS, check=False).returncode != 0
+
+
+def test_bad_admission_config_is_refused_a_good_one_applies_live(live: Live) -> None:
+    bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lahar-admission-config", "namespace": NS},
+           "data": {"admission.yaml": "maxQueueDepth: 0\n"}}
+    message = denial(live.kubectl.apply(bad, check=False))
+    assert 'admission webhook "validateconfigmap.lahar.sh" denied the request' in message, message
+    assert "data[admission.yaml].maxQueueDepth: Input should be greater than or equal to 1" in message, message
+
+    # the first scheduler name is what the job mutator fills in (the CRD already defaults the queue)
+    good = {**bad, "data": {"admission.yaml": "schedulerNames: [lahar-live, volcano]\n"}}
+    sent = time.monotonic()
+    live.kubectl.apply(good)
+    try:
+        took = live.wait_for(lambda: live.app.state.admission.config.scheduler_names[0] == "lahar-live", since=sent)
+        print(f"lahar-admission-config in force {took * 1000:.0f} ms after `kubectl apply` started")
+        retry_until(lambda: _created(live, vcjob("live-config")))
+        spec = live.kubectl.json("get", "vcjob", "live-config", "-n", live.ns)["spec"]
+        assert spec["schedulerName"] == "lahar-live"
+    finally:
+        live.kubectl("delete", "configmap", "lahar-admission-config", "-n", NS)
+    live.wait_for(lambda: live.app.state.admission.config.scheduler_names == ("volcano",))
+
+
+def _created(live: Live, job: dict) -> None:
+    proc = live.kubectl.apply(job, live.ns, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_bad_scheduler_configmap_is_refused(live: Live) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lahar-scheduler-configmap", "namespace": NS},
+          "data": {"volcano-scheduler.conf": 'actions: "enqueue, allocate, bogus"\n'}}
+    message = denial(live.kubectl.apply(cm, check=False))
+    assert "data[volcano-scheduler.conf]: failed to find Action bogus" in message, message
+    cm["data"]["volcano-scheduler.conf"] = 'actions: "enqueue, allocate"\ntiers:\n- plugins: [{name: gang}]\n'
+    live.kubectl.apply(cm)
+    live.kubectl("delete", "configmap", "lahar-scheduler-configmap", "-n", NS)
+
+
+def test_warn_and_audit_policy(live: Live) -> None:
+    live.kubectl.apply(policy_configmap("audit-policy", team_label_policy("team-audit", actions="[Warn, Audit]")))
+    try:
+        live.wait_for(lambda: "team-audit" in live.policies())
+        proc = live.kubectl.apply(vcjob("audited"), live.ns)
+        assert "job.batch.volcano.sh/audited created" in proc.stdout
+        assert "Validation failed for AdmissionPolicy 'team-audit': every Job needs a team label" in proc.stderr
+
+        def has_event() -> None:
+            items = live.kubectl.json("get", "events", "-n", live.ns)["items"]
+            assert any(e["reason"] == "PolicyViolation" and e["involvedObject"].get("name") == "audited"
+                       and "team-audit" in e["message"] for e in items), items
+
+        retry_until(has_event)
+    finally:
+        live.kubectl("delete", "configmap", "audit-policy", "-n", NS)

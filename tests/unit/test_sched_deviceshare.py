@@ -1,0 +1,241 @@
+"""deviceshare in a session: link-aware whole GPUs, GPU + VF pairing under one PCIe switch (SamePCIe), devices as
+NUMA hint providers (GPU, VF and CPUs on one NUMA node under single-numa-node), vGPU and MIG through
+`scheduler.devices`, binpack packing, reservations undone on discard, and the annotations carried by the bind."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from devcluster import nodes as dnodes
+from devcluster import profiles
+from scheduler.framework import conf as confs
+from scheduler.framework import snapshot as snapshots
+from scheduler.framework.session import Session
+from scheduler.plugins.deviceshare import DevicePlan, DeviceShare
+from scheduler.plugins.numaaware import placement
+from scheduler.registry import in_tree_registry
+from tests.unit.sched_builders import pod, podgroup, queue, tiers_conf
+
+JOINT = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
+CONF = tiers_conf("allocate", ["gang"], ["predicates", "proportion", "nodeorder", "numa-aware", "deviceshare"])
+
+
+def _objs(profile: str, count: int) -> dict[str, list[dict[str, Any]]]:
+    objs = dnodes.build(profiles.load(profile), count=count)
+    return {"nodes": [o for o in objs if o["kind"] == "Node"],
+            "numatopologies": [o for o in objs if o["kind"] == "Numatopology"],
+            "devices": [o for o in objs if o["kind"] == "Device"]}
+
+
+def dpod(name: str, *, gpus: int = 0, vfs: int = 0, cpu: str = "2", policy: str | None = None, joint: bool = False,
+         extra: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    p = pod(name).req(cpu=cpu, memory="4Gi").group("pg1")
+    r = p.obj["spec"]["containers"][0]["resources"]
+    if gpus:
+        r["requests"]["nvidia.com/gpu"] = str(gpus)
+    if vfs:
+        r["requests"]["nvidia.com/rdma_vf"] = str(vfs)
+    r["requests"].update(extra or {})
+    r["limits"] = dict(r["requests"])
+    if policy:
+        p.annotate(**{"volcano.sh/numa-topology-policy": policy})
+    if joint:
+        p.annotate(**{"scheduling.koordinator.sh/device-joint-allocate": JOINT})
+    p.annotate(**(annotations or {}))
+    return p.build()
+
+
+def session(pods: list[dict[str, Any]], objs: dict[str, list[dict[str, Any]]], *, min_member: int,
+            conf: str = CONF) -> tuple[Session, Any]:
+    registry = in_tree_registry()
+    c = confs.load(conf, actions=registry.action_names, plugins=registry.plugin_names)
+    snap = snapshots.build(pods=pods, podgroups=[podgroup("pg1").min(min_member).build()],
+                           queues=[queue("c1").build()], **objs)
+    ssn = Session(snap, c, registry, uid="ssn-1")
+    for name in c.actions:
+        registry.action(name, c.action_arguments(name)).execute(ssn)
+    return ssn, ssn.close()
+
+
+def _pairs(d: Any, uid: str) -> list[dict[str, Any]]:
+    return json.loads(d.annotations[uid]["lahar.sh/gpu-rdma-pairs"])
+
+
+def test_eight_gpus_and_vfs_pair_under_each_switch() -> None:
+    _, d = session([dpod("p1", gpus=8, vfs=8, joint=True)], _objs("dgx-h100", 1), min_member=1)
+    (b,) = d.binds
+    pairs = _pairs(d, b.uid)
+    # dgx-h100: NICs 2k, 2k+1 sit under the switch of GPUs 2k, 2k+1
+    assert [(p["gpu"], p["nic"] // 2) for p in pairs] == [(g, g // 2) for g in range(8)]
+    assert all(p["scope"] == "PCIe" for p in pairs) and len({p["vf"] for p in pairs}) == 8
+    allocated = json.loads(d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])
+    assert [g["minor"] for g in allocated["gpu"]] == list(range(8))
+
+
+def test_same_pcie_violation_rejects_the_node() -> None:
+    objs = _objs("dgx-h100", 1)
+    dev = objs["devices"][0]
+    dev["spec"]["devices"] = [x for x in dev["spec"]["devices"] if x["type"] == "gpu" or x["minor"] < 2]
+    _, d = session([dpod("p1", gpus=4, vfs=4, joint=True)], objs, min_member=1)
+    assert not d.binds
+    assert "Joint-Allocate rules violation" in d.pod_conditions[0].message
+
+
+def test_without_same_pcie_vfs_fall_back_to_other_nics() -> None:
+    objs = _objs("dgx-h100", 1)
+    dev = objs["devices"][0]
+    dev["spec"]["devices"] = [x for x in dev["spec"]["devices"] if x["type"] == "gpu" or x["minor"] < 2]
+    _, d = session([dpod("p1", gpus=4, vfs=4)], objs, min_member=1)
+    (b,) = d.binds
+    allocated = json.loads(d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])
+    assert sum(len(r["extension"]["vfs"]) for r in allocated["rdma"]) == 4
+
+
+def test_single_numa_node_puts_gpu_vf_and_cpus_together_away_from_a_full_numa_node() -> None:
+    objs = _objs("dgx-h100", 1)
+    busy = dpod("busy", gpus=4, annotations={"scheduling.koordinator.sh/device-allocated": json.dumps(
+        {"gpu": [{"minor": i} for i in range(4)]})})
+    busy["spec"]["nodeName"] = "dgx-h100-0"
+    busy["status"]["phase"] = "Running"
+    _, d = session([dpod("p1", gpus=1, vfs=1, cpu="4", policy="single-numa-node", joint=True), busy], objs,
+                   min_member=1)
+    (b,) = d.binds
+    decision = json.loads(d.annotations[b.uid]["volcano.sh/topology-decision"])
+    assert decision == {"numa": {"1": {"cpu": "4", "nvidia.com/gpu": "1", "nvidia.com/rdma_vf": "1"}}}
+    (pair,) = _pairs(d, b.uid)
+    assert pair["gpu"] == 4 and pair["nic"] in (4, 5)
+
+
+def test_link_aware_gpus_follow_nvlinks() -> None:
+    objs = _objs("dgx-h100", 1)
+    n = objs["nodes"][0]
+    topo = json.loads(n["metadata"]["annotations"]["lahar.sh/gpu-topology"])
+    links = [["X" if a == b else ("NV4" if {a, b} in ({0, 5}, {1, 6}, {2, 7}, {3, 4}) else "SYS")
+              for b in range(8)] for a in range(8)]
+    topo["links"] = links
+    n["metadata"]["annotations"]["lahar.sh/gpu-topology"] = json.dumps(topo)
+    objs["numatopologies"] = []  # no Topology Manager: links alone decide
+    _, d = session([dpod("p1", gpus=2)], objs, min_member=1,
+                   conf=tiers_conf("allocate", ["gang"], ["predicates", "deviceshare"]))
+    (b,) = d.binds
+    allocated = json.loads(d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])
+    assert sorted(g["minor"] for g in allocated["gpu"]) == [0, 5]
+
+
+def test_binpack_packs_single_gpu_pods() -> None:
+    pods = [dpod(f"p{i}", gpus=1) for i in range(4)]
+    _, d = session(pods, _objs("dgx-h100", 3), min_member=4)
+    assert len(d.binds) == 4 and len({b.node for b in d.binds}) == 1
+
+
+def test_discard_releases_devices() -> None:
+    pods = [dpod(f"p{i}", gpus=4, vfs=4, joint=True) for i in range(3)]  # 3 x 4 GPUs on one 8-GPU node
+    ssn, d = session(pods, _objs("dgx-h100", 1), min_member=3)
+    assert not d.binds
+    ds = ssn.plugins["deviceshare"]
+    assert isinstance(ds, DeviceShare)
+    nd = ds.node(0)
+    assert nd is not None and not nd.taken_gpus and not nd.taken_vfs
+    assert not placement(ssn).reserved
+
+
+def test_devices_held_by_running_pods_are_not_given_again() -> None:
+    objs = _objs("dgx-h100", 1)
+    busy = dpod("busy", gpus=2, annotations={"scheduling.koordinator.sh/device-allocated": json.dumps(
+        {"gpu": [{"minor": 0}, {"minor": 1}]})})
+    busy["spec"]["nodeName"] = "dgx-h100-0"
+    busy["status"]["phase"] = "Running"
+    _, d = session([dpod("p1", gpus=6), busy], objs, min_member=1)
+    (b,) = d.binds
+    allocated = json.loads(d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])
+    assert sorted(g["minor"] for g in allocated["gpu"]) == [2, 3, 4, 5, 6, 7]
+
+
+def _t4() -> dict[str, list[dict[str, Any]]]:
+    objs = _objs("mixed", 6)
+    keep = {n["metadata"]["name"] for n in objs["nodes"] if n["metadata"]["name"].startswith("mixed-t4")}
+    return {k: [o for o in v if o["metadata"]["name"] in keep] for k, v in objs.items()}
+
+
+def test_volcano_vgpu_slices_and_annotations() -> None:
+    objs = _t4()
+    p = dpod("p1", extra={"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "2000"})
+    _, d = session([p], objs, min_member=1,
+                   conf=tiers_conf("allocate", ["gang"], ["predicates", "deviceshare"]))
+    (b,) = d.binds
+    ann = d.annotations[b.uid]
+    assert ann["volcano.sh/vgpu-node"] == b.node and ann["volcano.sh/bind-phase"] == "allocating"
+    uuid, kind, mem, cores = ann["volcano.sh/vgpu-ids-new"].rstrip(":").split(",")
+    assert uuid.startswith("GPU-") and kind == "NVIDIA" and mem == "2000" and cores == "0"
+
+
+def test_vgpu_slices_of_one_session_share_cards_without_overcommit() -> None:
+    objs = _t4()
+    objs = {k: v[:1] for k, v in objs.items()}
+    pods = [dpod(f"p{i}", extra={"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "8000"})
+            for i in range(8)]
+    ssn, d = session(pods, objs, min_member=1,
+                     conf=tiers_conf("allocate", ["gang"], ["predicates", "deviceshare"]))
+    per_card: dict[str, int] = {}
+    for b in d.binds:
+        uuid, _, mem, _ = d.annotations[b.uid]["volcano.sh/vgpu-ids-new"].rstrip(":").split(",")
+        per_card[uuid] = per_card.get(uuid, 0) + int(mem)
+    ds = ssn.plugins["deviceshare"]
+    nd = ds.node(0)
+    assert nd is not None
+    card_mem = {c.uuid: c.memory_mib for c in nd.inv.volcano}
+    assert per_card and all(used <= card_mem[u] for u, used in per_card.items())
+
+
+def test_mig_mixed_devices_are_counted_in_the_session() -> None:
+    objs = _objs("mixed", 1)  # mixed-a100: MIG GPUs with nvidia.com/mig-* resources
+    cap = {k: v for k, v in objs["nodes"][0]["status"]["allocatable"].items() if k.startswith("nvidia.com/mig-")}
+    assert cap
+    resource, count = sorted(cap.items())[0]
+    pods = [dpod(f"p{i}", extra={resource: "1"}) for i in range(int(count))]
+    _, d = session(pods, objs, min_member=1,
+                   conf=tiers_conf("allocate", ["gang"], ["predicates", "deviceshare"]))
+    assert len(d.binds) == int(count)
+
+
+def test_malformed_joint_annotation_is_unschedulable_with_its_message() -> None:
+    p = dpod("p1", gpus=1, vfs=1, annotations={"scheduling.koordinator.sh/device-joint-allocate": "{nope"})
+    _, d = session([p], _objs("dgx-h100", 1), min_member=1)
+    assert not d.binds and "device-joint-allocate" in d.pod_conditions[0].message
+
+
+@pytest.mark.parametrize("policy", ["binpack", "spread"])
+def test_plugin_arguments(policy: str) -> None:
+    p = in_tree_registry().plugin("deviceshare", {"deviceshare.SchedulePolicy": policy,
+                                                  "deviceshare.ScheduleWeight": 3})
+    assert isinstance(p, DeviceShare) and p.policy == policy and p.weight == 3
+
+
+def test_plan_is_plain_data() -> None:
+    plan = DevicePlan(gpus=(0, 1))
+    assert plan.vfs() == [] and copy.deepcopy(plan) == plan
+
+
+def test_simulate_reports_explain_for_pending_pods() -> None:
+    from scheduler.simulate import simulate
+
+    objs = _objs("dgx-h100", 1)
+    pg = podgroup("pg1").min(2).build()
+    pods = [dpod(f"p{i}", gpus=1, cpu="60", policy="single-numa-node") for i in range(3)]  # NUMA fits 2
+    for p in pods:
+        p["metadata"].pop("uid", None)
+    conf_text = tiers_conf("allocate", ["gang"], ["predicates", "proportion", "numa-aware", "deviceshare"])
+    registry = in_tree_registry()
+    c = confs.load(conf_text, actions=registry.action_names, plugins=registry.plugin_names)
+    out = simulate([queue("c1").build(), pg, *objs["nodes"], *objs["numatopologies"], *objs["devices"], *pods], c,
+                   registry=registry)
+    assert len(out["bindings"]) == 2
+    (pending,) = out["explain"]
+    (entry,) = out["explain"][pending]
+    assert entry["node"] == "dgx-h100-0" and entry["admit"] is False
+    assert "cannot be assigned by numa" in entry["rejected"]
+    assert {m["container"] for m in entry["merges"]} == {"c"}
