@@ -4,6 +4,8 @@
     .venv/bin/python bench/scheduler.py --large    # adds 5000 nodes and 50000 pods, and the 50000-running idle case
     .venv/bin/python bench/scheduler.py --idle     # only: idle tick incl. snapshot at 5000 nodes / 50000 running pods,
                                                    # snapshot rebuilt per tick (before) vs kept incrementally (after)
+    .venv/bin/python bench/scheduler.py --devcluster  # only: end to end on devcluster, 100 nodes, 2000 pods in gangs
+                                                      # of 8, binds through the API (pods/s)
 
 Each case runs in a fresh subprocess (peak RSS per case). Gangs of 8, mixed cpu / memory / GPU requests, four
 queues. Prints snapshot build time, session time, pods placed per second and peak memory.
@@ -148,12 +150,129 @@ def idle_ticks(n_nodes: int, n_pods: int, ticks: int = 7, churn: int = 0) -> dic
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
+def devcluster_binds(n_nodes: int = 100, n_pods: int = 2000, gang: int = 8) -> dict[str, Any]:
+    """End to end on devcluster: `lahar devcluster` (its own process, `n_nodes` simulated cpu-small nodes with
+    kubelets) over HTTPS; `n_pods` pending pods in gangs of `gang`; then `run_once` sessions (list, schedule, commit:
+    binds through `pods/binding` with 16 threads, PodGroup status, queue status) until every pod is bound."""
+    import contextlib
+    import os
+    import signal
+    import socket
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    import yaml
+
+    from kube import errors, kubeconfig
+    from kube.rest import RestClient
+    from scheduler import commit as commits
+    from scheduler.framework import conf as confs
+    from scheduler.framework import snapshot as snapshots
+    from scheduler.registry import in_tree_registry
+    from scheduler.session import list_objects, run_session
+
+    root = Path(__file__).resolve().parents[1]
+    work = Path(tempfile.mkdtemp(prefix="lahar-bench-sched-"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = open(work / "devcluster.log", "ab")  # noqa: SIM115 - the child keeps its own descriptor
+    proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "devcluster", "--port", str(port), "--data-dir",
+                             str(work / "dc"), "--profile", "cpu-small", "--nodes", str(n_nodes)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(root), LAHAR_LOG_LEVEL="WARNING"))
+    log.close()
+
+    def wait(what: str, fn: Any, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if fn():
+                    return
+            time.sleep(0.2)
+        raise SystemExit(f"timed out waiting for {what}; see {work / 'devcluster.log'}")
+
+    try:
+        wait("devcluster's kubeconfig", lambda: (work / "dc" / "kubeconfig").exists())
+        client = RestClient(kubeconfig.load(work / "dc" / "kubeconfig"), pool_size=64)
+        reg = client.registry
+        nodes_rt, pods_rt = reg.get("", "v1", "nodes"), reg.get("", "v1", "pods")
+        wait(f"{n_nodes} nodes", lambda: len(client.list(nodes_rt)["items"]) >= n_nodes)
+        crd_rt = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml"):
+            with contextlib.suppress(errors.AlreadyExists):
+                client.create(crd_rt, yaml.safe_load((root / "deploy" / "crds" / name).read_text()))
+        pg_rt = reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")
+        q_rt = reg.get("scheduling.volcano.sh", "v1beta1", "queues")
+        wait("the PodGroup CRD", lambda: client.list(pg_rt) is not None)
+        client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                             "metadata": {"name": "bench"}, "spec": {"weight": 1}})
+        client.create(reg.get("", "v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace",
+                                                        "metadata": {"name": "bench"}})
+
+        def make(g: int) -> None:
+            name = f"gang-{g:05d}"
+            client.create(pg_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                                  "metadata": {"name": name, "namespace": "bench"},
+                                  "spec": {"minMember": gang, "queue": "bench"}}, namespace="bench")
+            for k in range(gang):
+                client.create(pods_rt, {
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"{name}-w-{k}", "namespace": "bench",
+                                 "annotations": {"scheduling.k8s.io/group-name": name}},
+                    "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "sim", "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"}}}]}}, namespace="bench")
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(make, range(n_pods // gang)))
+        created_s = time.perf_counter() - t0
+        registry = in_tree_registry()
+        conf = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+        sessions = []
+        bound = 0
+        t0 = time.perf_counter()
+        while bound < n_pods and len(sessions) < 20:
+            s0 = time.perf_counter()
+            snap = snapshots.build(**list_objects(client))
+            s1 = time.perf_counter()
+            decisions = run_session(snap, conf, registry=registry)
+            s2 = time.perf_counter()
+            result = commits.apply(client, decisions, workers=16)
+            s3 = time.perf_counter()
+            sessions.append({"bound": len(result.bound), "failures": len(result.bind_failures),
+                             "list_s": round(s1 - s0, 3), "session_s": round(s2 - s1, 3),
+                             "commit_s": round(s3 - s2, 3), "total_s": round(s3 - s0, 3),
+                             "podgroups_written": result.podgroups_written})
+            bound += len(result.bound)
+        total = time.perf_counter() - t0
+        first = sessions[0]
+        return {"nodes": n_nodes, "pods": n_pods, "gang": gang, "created_s": round(created_s, 2),
+                "bound": bound, "sessions": sessions, "elapsed_s": round(total, 3),
+                "pods_per_s": round(bound / total) if total else 0,
+                "first_session_pods_per_s": round(first["bound"] / first["total_s"]) if first["total_s"] else 0,
+                "commit_pods_per_s": round(first["bound"] / first["commit_s"]) if first["commit_s"] else 0}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large", action="store_true", help="include 5000 nodes / 50000 pods")
     ap.add_argument("--case", nargs=3, metavar=("NODES", "PODS", "RUNNING"), help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--idle", action="store_true", help="only the idle-tick line (snapshot included, before/after)")
+    ap.add_argument("--devcluster", action="store_true",
+                    help="only: end-to-end bind rate on devcluster (binds through the API)")
+    ap.add_argument("--dc-nodes", type=int, default=100, help=argparse.SUPPRESS)
+    ap.add_argument("--dc-pods", type=int, default=2000, help=argparse.SUPPRESS)
     ap.add_argument("--idle-case", nargs=3, metavar=("NODES", "PODS", "CHURN"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.case:
@@ -164,6 +283,17 @@ def main() -> None:
         return
     if a.idle:
         _idle_lines(a)
+        return
+    if a.devcluster:
+        row = devcluster_binds(a.dc_nodes, a.dc_pods)
+        if a.json:
+            print(json.dumps(row, indent=2))
+        else:
+            print(f"devcluster end to end: {row['nodes']} nodes, {row['pods']} pending pods in gangs of {row['gang']}: "
+                  f"{row['bound']} bound in {row['elapsed_s']:.2f}s over {len(row['sessions'])} session(s) = "
+                  f"{row['pods_per_s']} pods/s (list + session + binds + status through the API; the commit alone "
+                  f"{row['commit_pods_per_s']} pods/s); "
+                  f"sessions {row['sessions']}", flush=True)
         return
     nodes = [100, 1000, 5000] if a.large else [100, 1000]
     pods = [1000, 10000, 50000] if a.large else [1000, 10000]
