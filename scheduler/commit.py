@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ class CommitResult:
     pods_updated: int = 0
     events: int = 0
     queues_written: int = 0
+    bind_seconds: list[float] = field(default_factory=list)  # per bind call (volcano_scheduling_stage{Bind})
+    seconds: float = 0.0  # the whole commit (part of volcano_e2e_scheduling_latency)
+    workers: int = 0
 
 
 def _now() -> str:
@@ -81,7 +85,8 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
           evict_grace_seconds: int | None = None, now: Callable[[], str] = _now) -> CommitResult:
     """Write the decisions; API errors are collected in the result, never raised. Evicted pods are deleted with
     their own grace period unless `evict_grace_seconds` is given (the simulator uses 0: no kubelet to confirm)."""
-    out = CommitResult()
+    out = CommitResult(workers=max(1, workers))
+    started = time.perf_counter()
     reg = client.registry
     pods_rt = reg.get("", "v1", "pods")
     pg_rt = reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")
@@ -107,12 +112,15 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
 
     def bind(b: Any) -> tuple[str, str | None]:
         key = f"{b.namespace}/{b.name}"
+        t0 = time.perf_counter()
         try:
             client.bind(namespace=b.namespace, name=b.name, node_name=b.node,
                         annotations=decisions.annotations.get(b.uid) or None)
             return key, None
         except errors.ApiError as exc:
             return key, str(exc)
+        finally:
+            out.bind_seconds.append(time.perf_counter() - t0)
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="lahar-bind") as pool:
         for key, err in pool.map(evict, decisions.evictions):
@@ -178,4 +186,5 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
                 out.queues_written += 1
             except errors.ApiError as exc:
                 log.warning("queue %s status: %s", name, exc)
+    out.seconds = time.perf_counter() - started
     return out

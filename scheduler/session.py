@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from kube import errors
 from kube.client import ClusterClient
 from scheduler import commit as commits
+from scheduler import metrics
 from scheduler.framework import snapshot as snapshots
 from scheduler.framework.conf import SchedulerConf
 from scheduler.framework.registry import Registry
@@ -48,7 +49,9 @@ def _run(snapshot: snapshots.Snapshot, conf: SchedulerConf, registry: Registry, 
         action.execute(ssn)
         timings[f"action:{name}"] = time.perf_counter() - ta
     tc = time.perf_counter()
+    samples = metrics.gather(ssn)  # plugins drop their state on close
     decisions = ssn.close()
+    decisions.counters.update(samples)
     timings["close"] = time.perf_counter() - tc
     timings["total"] = time.perf_counter() - t0
     decisions.timings.update(timings)

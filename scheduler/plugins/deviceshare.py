@@ -27,17 +27,45 @@ from scheduler.devices import requests as requests_
 from scheduler.devices import vgpu as vgpus
 from scheduler.framework.hooks import NodeFilter
 from scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
-from scheduler.plugins.numaaware import Placement, placement
+from scheduler.plugins.numaaware import Placement, cached, placement
 from scheduler.topology import TopologyHint, hints
 
 if TYPE_CHECKING:
     from scheduler.framework.nodes import NodeArrays
     from scheduler.framework.session import Session
 
-__all__ = ["GPU_RESOURCE", "INSUFFICIENT_GPUS", "DevicePlan", "DeviceShare", "NodeDevices"]
+__all__ = ["GPU_RESOURCE", "INSUFFICIENT_GPUS", "DevicePlan", "DeviceShare", "NodeDevices", "vgpu_hints"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 INSUFFICIENT_GPUS = "Insufficient nvidia.com/gpu devices"
+
+
+def vgpu_hints(request: Any, cards: Any, usage: inventories.Usage, numa_nodes: list[int],
+               *, mig: bool = False) -> dict[str, list[TopologyHint] | None]:
+    """NUMA hints for a vGPU (or HAMi dynamic-MIG) request, one resource per app container
+    (`<vendor>/vgpu/<container>`): the device manager's shape (`hints.device_hints`) over the cards — a card
+    counts for a mask if it is on one of its NUMA nodes; `available` = the cards that could take one unit of the
+    container now (vGPU: slots, memory, cores, filters; MIG: a free placement of the smallest fitting profile);
+    preferred = the minimal width the matching cards allow. No card with a NUMA node → None (no preference);
+    not enough cards anywhere → [] (the node cannot satisfy it). Pure."""
+    out: dict[str, list[TopologyHint] | None] = {}
+    if mig:
+        eligible = [c for c in cards if c.mode == "mig" and c.healthy and request.filters.allows(c.type, c.uuid)]
+    else:
+        eligible = [c for c in cards if c.mode != "mig" and c.healthy and vgpus._mode_ok(request, c)
+                    and request.filters.type_ok(c.type) and request.filters.uuid_ok(c.uuid)]
+    devices = {c.uuid: None if c.numa is None else [c.numa] for c in eligible}
+    for req in request.containers:
+        if req.init:
+            continue
+        if mig:
+            one = dataclasses.replace(request, containers=(dataclasses.replace(req, count=1),))
+            available = [c.uuid for c in eligible if not isinstance(migs.fit_dynamic(one, [c], usage), str)]
+        else:
+            available = [c.uuid for c in eligible if not vgpus._card_check(req, request, c, usage.card(c.uuid))]
+        out[f"{request.vendor}/vgpu/{req.name or req.container}"] = hints.device_hints(
+            req.count, devices, available, numa_nodes)
+    return out
 
 
 @dataclass(frozen=True)
@@ -130,7 +158,8 @@ class DeviceShare:
         self._ssn = ssn
         self.node_names = [n.name for n in ssn.nodes]
         self._nodes: dict[int, NodeDevices | None] = {}
-        self._scores: dict[int, dict[tuple[int, int], int]] = {}
+        self._scores: dict[str, dict[tuple[int, int], int]] = {}
+        self._empty_usage: inventories.Usage | None = None
 
     def node(self, index: int) -> NodeDevices | None:
         """The node's inventory and usage, parsed on first use (only nodes a plan is made for)."""
@@ -141,25 +170,23 @@ class DeviceShare:
         nd: NodeDevices | None
         try:
             # CPUs are the numa-aware side's: the Numatopology is not parsed again here
-            inv = inventories.inventory(n.node, extras.get("devices", {}).get(n.name), None)
+            device = extras.get("devices", {}).get(n.name)
+            inv = cached("inventory", n.name, (n.node, device),
+                         lambda: inventories.inventory(n.node, device, None))
         except (ValueError, TypeError, KeyError):
             nd = None
         else:
             pods = [t.pod for t in n.tasks.values() if t.status in ALLOCATED or t.status is TaskStatus.RELEASING]
-            shape = self.placement.shape[index] if self.placement is not None else None
-            scores = self._scores.get(shape) if isinstance(shape, int) else None
+            raw = (n.node.get("metadata") or {}).get("annotations", {}).get(inventories.GPU_TOPOLOGY_ANNOTATION)
+            scores = self._scores.get(raw) if raw else {}
             if scores is None:
-                scores = {}
-                raw = (n.node.get("metadata") or {}).get("annotations", {}).get(
-                    inventories.GPU_TOPOLOGY_ANNOTATION)
-                if raw:
-                    try:
-                        scores = gpus_.pair_scores(gpus_.links_from_annotation(raw))
-                    except (ValueError, KeyError, TypeError):
-                        scores = {}
-                if isinstance(shape, int):
-                    self._scores[shape] = scores
-            nd = NodeDevices(inv, inventories.usage(pods), scores)
+                scores = cached("gpu-scores", n.name, (n.node,), lambda: _pair_scores(raw))
+                self._scores[raw] = scores
+            if pods:
+                base = inventories.usage(pods)
+            else:
+                base = self._empty_usage = self._empty_usage or inventories.usage(())
+            nd = NodeDevices(inv, base, scores)
         self._nodes[index] = nd
         return nd
 
@@ -192,7 +219,7 @@ class DeviceShare:
 
     def device_request(self, task: Task) -> requests_.DeviceRequest | None:
         if task.uid not in self._requests:
-            req = requests_.parse(task.pod)
+            req = cached("device-request", task.uid, (task.pod,), lambda: requests_.parse(task.pod))
             self._requests[task.uid] = None if req.empty and not req.errors else req
         return self._requests[task.uid]
 
@@ -221,6 +248,12 @@ class DeviceShare:
             if len(free) < req.gpus:
                 return INSUFFICIENT_GPUS
             out[GPU_RESOURCE] = hints.device_hints(req.gpus, inv.gpu_numa(), [str(g) for g in free], numa_nodes)
+        vendor = self._vgpu_vendor(req, nd)
+        if vendor:
+            pod_req = req.volcano if vendor == "volcano" else req.hami
+            if pod_req is not None:
+                out.update(vgpu_hints(pod_req, inv.volcano if vendor == "volcano" else inv.hami, nd.usage(),
+                                      numa_nodes, mig=pod_req.mode == "mig" and vendor == "hami"))
         if req.rdma is not None and inv.nics:
             free_vfs = nd.free_vfs()
             nic_numa = {nic.minor: nic.numa for nic in inv.nics}
@@ -266,19 +299,28 @@ class DeviceShare:
             pod_req = req.volcano if vendor == "volcano" else req.hami
             cards = inv.volcano if vendor == "volcano" else inv.hami
             assert pod_req is not None
-            if pod_req.mode == "mig" and vendor == "hami":
-                got_mig = migs.fit_dynamic(pod_req, cards, usage,
-                                           policy=self.policy if self.policy != vgpus.MUTEX else vgpus.BINPACK)
-                if isinstance(got_mig, str):
-                    return got_mig
-                dynamic = got_mig
+            # the merged hint's NUMA nodes first; all cards when they cannot take it (best-effort's fallback)
+            aligned = cards if affinity is None else [c for c in cards if c.numa is None or c.numa in affinity]
+            attempts = [aligned, cards] if len(aligned) < len(cards) else [cards]
+            for attempt in attempts:
+                if pod_req.mode == "mig" and vendor == "hami":
+                    got_mig = migs.fit_dynamic(pod_req, attempt, usage,
+                                               policy=self.policy if self.policy != vgpus.MUTEX else vgpus.BINPACK)
+                    if isinstance(got_mig, str):
+                        failure = got_mig
+                        continue
+                    dynamic = got_mig
+                else:
+                    got = vgpus.fit(pod_req, attempt, usage, policy=self.policy if vendor == "volcano" else None,
+                                    node=inv.name)
+                    if isinstance(got, str):
+                        failure = got
+                        continue
+                    vgpu_alloc = got
+                    score = got.score
+                break
             else:
-                got = vgpus.fit(pod_req, cards, usage, policy=self.policy if vendor == "volcano" else None,
-                                node=inv.name)
-                if isinstance(got, str):
-                    return got
-                vgpu_alloc = got
-                score = got.score
+                return failure
         elif req.gpus:
             free = nd.free_gpus()
             if len(free) < req.gpus:
@@ -437,3 +479,10 @@ class DeviceShare:
         if plan.dynamic_mig is not None:
             out.update(migs.annotations(plan.dynamic_mig, node=self.node_names[node], now=self.now))
         return out
+
+
+def _pair_scores(raw: str) -> dict[tuple[int, int], int]:
+    try:
+        return gpus_.pair_scores(gpus_.links_from_annotation(raw))
+    except (ValueError, KeyError, TypeError):
+        return {}

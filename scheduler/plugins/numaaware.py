@@ -63,6 +63,7 @@ __all__ = [
     "is_guaranteed",
     "node_topology",
     "normalize_reverse",
+    "cached",
     "placement",
     "take_cpus",
 ]
@@ -353,29 +354,57 @@ def placement(ssn: Session) -> Placement:
 _UUID = re.compile(r"GPU-[0-9a-fA-F-]{8,}")
 
 
-def _fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
-    """What a plan on the node depends on, names and GPU UUIDs aside: allocatable, device annotations, the
-    Numatopology and Device specs, and the pods already there (a node with pods is its own class)."""
-    obj = node.node
+_CACHE_LIMIT = 200_000
+# cross-session caches keyed by (kind, name, resourceVersions): an object with the same resourceVersion has the same
+# content (the API server's contract), so what is derived from it is computed once, not at every session open
+_STATIC: dict[Any, Any] = {}
+
+
+def _rv(obj: Mapping[str, Any] | None) -> str | None:
+    if obj is None:
+        return ""
+    return (obj.get("metadata") or {}).get("resourceVersion") or None
+
+
+def cached(kind: str, name: str, objs: Sequence[Mapping[str, Any] | None], compute: Any) -> Any:
+    """`compute()` once per (kind, name, resourceVersion of each of `objs`) across sessions; computed every time
+    when an object carries no resourceVersion (hand-built snapshots: no way to tell a change)."""
+    rvs = tuple(_rv(o) for o in objs)
+    if None in rvs:
+        return compute()
+    key = (kind, name, rvs)
+    hit = _STATIC.get(key, _STATIC)
+    if hit is _STATIC:
+        if len(_STATIC) >= _CACHE_LIMIT:
+            _STATIC.clear()
+        hit = _STATIC[key] = compute()
+    return hit
+
+
+def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] | None,
+                        device: Mapping[str, Any] | None) -> int:
     ann = (obj.get("metadata") or {}).get("annotations") or {}
-    held = tuple(sorted(uid for uid, t in node.tasks.items()
-                        if t.status in ALLOCATED or t.status is TaskStatus.RELEASING))
-    if held:
-        return ("node", node.name)
-    dev = _UUID.sub("", repr(ann.get("lahar.sh/gpu-topology"))) + _UUID.sub("", repr(
-        ann.get("hami.io/node-nvidia-register"))) + _UUID.sub("", repr(ann.get("volcano.sh/node-vgpu-register")))
+    dev = _UUID.sub("", repr((ann.get("lahar.sh/gpu-topology"), ann.get("hami.io/node-nvidia-register"),
+                              ann.get("volcano.sh/node-vgpu-register"))))
     spec = (numatopology or {}).get("spec") or {}
-    cpus = tuple((c, (d or {}).get("numa", 0), (d or {}).get("socket", 0), (d or {}).get("core", 0))
-                 for c, d in (spec.get("cpuDetail") or {}).items())
-    numa = (repr(spec.get("policies")), repr(spec.get("numares")), repr(spec.get("resReserved")), cpus)
-    devices = tuple((d.get("type"), d.get("minor"), d.get("health"), None if d.get("type") == "gpu" else d.get("id"),
-                     repr(d.get("topology")), repr(d.get("resources")), repr(d.get("labels")),
-                     tuple((repr(g.get("labels")), tuple(v.get("busID") for v in g.get("vfs") or ()))
-                           for g in d.get("vfGroups") or ()))
-                    for d in ((device or {}).get("spec") or {}).get("devices") or ())
+    numa = repr((spec.get("policies"), spec.get("numares"), spec.get("resReserved"), spec.get("cpuDetail")))
+    # a whole-GPU device's id is its UUID: stripped, like the names (mapped back per node at close)
+    devices = _UUID.sub("", repr(((device or {}).get("spec") or {}).get("devices")))
     return hash((repr((obj.get("status") or {}).get("allocatable")), dev, numatopology is None, numa,
                  device is None, devices, repr(ann.get(OPTIONS_ANNOTATION)), repr(ann.get(SCOPE_ANNOTATION)),
                  repr(ann.get(DISTANCES_ANNOTATION))))
+
+
+def _fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
+    """What a plan on the node depends on, names and GPU UUIDs aside: allocatable, device annotations, the
+    Numatopology and Device specs, and the pods already there (a node with pods is its own class). The inventory
+    part is cached across sessions by resourceVersions (`cached`)."""
+    for t in node.tasks.values():
+        if t.status in ALLOCATED or t.status is TaskStatus.RELEASING:
+            return ("node", node.name)
+    obj = node.node
+    return cached("fingerprint", node.name, (obj, numatopology, device),
+                  lambda: _static_fingerprint(obj, numatopology, device))
 
 
 def _task_signature(task: Task) -> str:
@@ -418,6 +447,8 @@ class Placement:
         self.signatures: dict[str, str] = {}
         self.reserved: dict[str, tuple[int, Plan]] = {}
         self.closed = False
+        self.version = 0  # bumped whenever a node's reservations (hence its class) change
+        self._memo: dict[Any, tuple[np.ndarray, list[Plan | Rejection]]] = {}
 
     def _class_id(self, node: int) -> int:
         token = (self.shape[node], self.held_key[node])
@@ -439,6 +470,7 @@ class Placement:
             held.pop(key, None)
         self.held_key[node] = frozenset(held.items())
         self.class_of[node] = self._class_id(node)
+        self.version += 1
 
     def topology(self, node: int) -> NodeTopology | None:
         if node not in self._topologies:
@@ -447,7 +479,7 @@ class Placement:
             topo = None
             if obj is not None:
                 try:
-                    topo = node_topology(obj, n.node)
+                    topo = cached("topology", n.name, (obj, n.node), lambda: node_topology(obj, n.node))
                 except (ValueError, TypeError):
                     topo = None
             self._topologies[node] = topo
@@ -466,7 +498,7 @@ class Placement:
                         continue
                     ann = (t.pod.get("metadata") or {}).get("annotations") or {}
                     free -= _held_cpus(ann, topo, free)
-                for n, plan in self.reserved.values():
+                for n, plan in self.reserved.values() if self.held[node] else ():
                     if n == node:
                         for cpus in plan.cpus.values():
                             free -= set(cpus)
@@ -487,7 +519,8 @@ class Placement:
     def signature(self, task: Task) -> str:
         sig = self.signatures.get(task.uid)
         if sig is None:
-            sig = self.signatures[task.uid] = _task_signature(task)
+            sig = self.signatures[task.uid] = cached("signature", task.uid, (task.pod,),
+                                                     lambda: _task_signature(task))
         return sig
 
     def evaluate(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:
@@ -623,9 +656,17 @@ class Placement:
     # --- the session hooks both plugins forward --------------------------------------------------------------------
 
     def _per_class(self, task: Task, nodes: np.ndarray, request: Any) -> tuple[np.ndarray, list[Plan | Rejection]]:
-        """Evaluate one representative node per class among `nodes`; returns (index into results per node, results)."""
-        classes, first, inverse = np.unique(self.class_of[nodes], return_index=True, return_inverse=True)
+        """Evaluate one representative node per class among `nodes`; returns (index into results per node, results).
+        Memoised per (task, reservation version, node set): numa-aware and deviceshare ask the same question."""
+        memo_key = (task.uid, self.version, nodes.tobytes())
+        hit = self._memo.get(memo_key)
+        if hit is not None:
+            return hit
+        first, inverse = _group(self.class_of[nodes])
         results = [self.evaluate(task, int(nodes[k]), request) for k in first]
+        if len(self._memo) > 64:
+            self._memo.clear()
+        self._memo[memo_key] = (inverse, results)
         return inverse, results
 
     def predicate(self, task: Task, arrays: NodeArrays) -> NodeFilter:
@@ -637,6 +678,14 @@ class Placement:
         fit = np.flatnonzero(self.ssn.fit_future_idle.get(task.init_resreq.tobytes(), task.init_resreq))
         if not len(fit):
             return NodeFilter(feasible)
+        memo_key = ("predicate", task.uid, self.version, n, fit.tobytes())
+        hit = self._memo.get(memo_key)
+        if hit is None:
+            hit = self._memo[memo_key] = self._predicate(task, n, fit, request)
+        return hit
+
+    def _predicate(self, task: Task, n: int, fit: np.ndarray, request: Any) -> NodeFilter:
+        feasible = np.ones(n, dtype=bool)
         inverse, results = self._per_class(task, fit, request)
         bad = np.array([isinstance(r, Rejection) for r in results], dtype=bool)
         if not bad.any():
@@ -740,6 +789,23 @@ class Placement:
                                  numa=sorted(got.numa), cpus={c: _cpuset(v) for c, v in got.cpus.items()})
             out.append(entry)
         return out
+
+
+def _group(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one position per distinct value, the group of each position) in O(n) for small non-negative ids — what
+    `np.unique(return_index=True, return_inverse=True)` gives, without the sort (any member may represent)."""
+    if not len(values):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if (values == values[0]).all():  # the common case: every node in one class
+        return np.zeros(1, dtype=np.int64), np.zeros(len(values), dtype=np.int64)
+    size = int(values.max()) + 1
+    present = np.zeros(size, dtype=bool)
+    present[values] = True
+    where = np.empty(size, dtype=np.int64)
+    where[values] = np.arange(len(values))
+    classes = np.flatnonzero(present)
+    remap = np.cumsum(present) - 1
+    return where[classes], remap[values]
 
 
 def _reject(plan: Plan, reason: str, unresolvable: bool = False) -> Rejection:

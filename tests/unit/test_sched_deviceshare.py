@@ -239,3 +239,72 @@ def test_simulate_reports_explain_for_pending_pods() -> None:
     assert entry["node"] == "dgx-h100-0" and entry["admit"] is False
     assert "cannot be assigned by numa" in entry["rejected"]
     assert {m["container"] for m in entry["merges"]} == {"c"}
+
+
+# --- vGPU and dynamic-MIG cards as NUMA hint providers (vgpu_hints) --------------------------------------------------
+
+def _card(uuid: str, numa: int | None, *, mode: str = "hami-core", count: int = 4, memory: int = 16000,
+          typ: str = "A100", healthy: bool = True) -> Any:
+    from scheduler.devices.inventory import VGPUCard
+    return VGPUCard("volcano", uuid, int(uuid[1:]), count, memory, 100, typ, numa, mode, healthy)
+
+
+def _vreq(count: int, memory: int = 1000, cores: int = 0, *, use_types: tuple[str, ...] = ()) -> Any:
+    from scheduler.devices.requests import GPUFilters, VGPUPodRequest, VGPURequest
+    return VGPUPodRequest("volcano", (VGPURequest(0, "main", "volcano", count, memory, None, cores),),
+                          GPUFilters(use_types=use_types, vendor="volcano"))
+
+
+def _hints_txt(hs: Any) -> Any:
+    if hs is None:
+        return None
+    return [(sorted(h.affinity), h.preferred) for h in hs]
+
+
+VGPU_HINT_CASES = [
+    # (id, cards, used {uuid: (num, memory, cores)}, request, expected hints)
+    ("one-card-both-numa", [("g0", 0), ("g1", 1)], {}, (1, 1000, 0),
+     [([0], True), ([1], True), ([0, 1], False)]),
+    ("two-cards-need-both-numa", [("g0", 0), ("g1", 1)], {}, (2, 1000, 0), [([0, 1], True)]),
+    ("two-cards-one-numa-preferred", [("g0", 0), ("g1", 0), ("g2", 1)], {}, (2, 1000, 0),
+     [([0], True), ([0, 1], False)]),
+    ("full-card-excluded", [("g0", 0), ("g1", 1)], {"g0": (1, 15500, 0)}, (1, 1000, 0),
+     [([1], True), ([0, 1], False)]),
+    ("cores-exhausted-everywhere", [("g0", 0), ("g1", 1)], {"g0": (1, 0, 100), "g1": (1, 0, 100)}, (1, 1000, 10),
+     []),
+    ("no-numa-no-preference", [("g0", None), ("g1", None)], {}, (1, 1000, 0), None),
+    ("too-few-cards", [("g0", 0)], {}, (2, 1000, 0), []),
+]
+
+
+@pytest.mark.parametrize(("cards", "used", "request_", "expected"), [c[1:] for c in VGPU_HINT_CASES],
+                         ids=[c[0] for c in VGPU_HINT_CASES])
+def test_vgpu_hints_table(cards: list[tuple[str, int | None]], used: dict[str, tuple[int, int, int]],
+                          request_: tuple[int, int, int], expected: Any) -> None:
+    from scheduler.devices.inventory import CardUsage, Usage
+    from scheduler.plugins.deviceshare import vgpu_hints
+    usage = Usage(cards={u: CardUsage(n, m, c) for u, (n, m, c) in used.items()})
+    got = vgpu_hints(_vreq(*request_), [_card(u, n) for u, n in cards], usage, [0, 1])
+    assert list(got) == ["volcano/vgpu/main"]
+    assert _hints_txt(got["volcano/vgpu/main"]) == expected
+
+
+def test_vgpu_hints_respect_type_filters_and_health() -> None:
+    from scheduler.devices.inventory import Usage
+    from scheduler.plugins.deviceshare import vgpu_hints
+    cards = [_card("g0", 0, typ="T4"), _card("g1", 1), _card("g2", 0, healthy=False)]
+    got = vgpu_hints(_vreq(1, use_types=("A100",)), cards, Usage(), [0, 1])
+    assert _hints_txt(got["volcano/vgpu/main"]) == [([1], True), ([0, 1], False)]
+
+
+def test_dynamic_mig_hints_offer_the_numa_nodes_of_mig_cards() -> None:
+    import dataclasses
+
+    from scheduler.devices.inventory import Usage
+    from scheduler.plugins.deviceshare import vgpu_hints
+    cards = [dataclasses.replace(_card("g0", 0, mode="mig", memory=81920, typ="NVIDIA-H100-80GB-HBM3"),
+                                 vendor="hami"),
+             dataclasses.replace(_card("g1", 1, memory=81920), vendor="hami")]  # not in MIG mode
+    req = dataclasses.replace(_vreq(1, memory=10000), vendor="hami", mode="mig")
+    got = vgpu_hints(req, cards, Usage(), [0, 1], mig=True)
+    assert _hints_txt(got["hami/vgpu/main"]) == [([0], True), ([0, 1], False)]

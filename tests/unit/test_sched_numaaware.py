@@ -296,3 +296,59 @@ def test_run_session_without_numa_plugin_is_unchanged() -> None:
                            numatopologies=[numatopo("n1", policy="single-numa-node")])
     d = run_session(snap, c, registry=registry)
     assert [b.node for b in d.binds] == ["n1"] and not d.annotations
+
+
+# --- session speed: class grouping and the cross-session caches ---------------------------------------------------
+
+GROUP_CASES = [
+    ("one-class", [3, 3, 3]),
+    ("two-classes", [0, 2, 0, 2, 2]),
+    ("many", [5, 1, 4, 1, 5, 9, 2, 6]),
+    ("empty", []),
+]
+
+
+@pytest.mark.parametrize("values", [c[1] for c in GROUP_CASES], ids=[c[0] for c in GROUP_CASES])
+def test_group_is_np_unique_without_the_sort(values: list[int]) -> None:
+    import numpy as np
+
+    from scheduler.plugins.numaaware import _group
+    arr = np.array(values, dtype=np.int64)
+    first, inverse = _group(arr)
+    classes = np.unique(arr)
+    assert len(first) == len(classes)
+    assert list(arr[first]) == list(classes)  # one representative per class, in class order
+    assert list(arr[first][inverse]) == values  # every position maps to its class
+
+
+def test_cached_reuses_by_resource_version_and_recomputes_without_one() -> None:
+    from scheduler.plugins.numaaware import cached
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    with_rv = {"metadata": {"name": "n", "resourceVersion": "7"}}
+    assert cached("test-kind", "n", (with_rv, None), compute) == 1
+    assert cached("test-kind", "n", (with_rv, None), compute) == 1  # same resourceVersion: reused
+    bumped = {"metadata": {"name": "n", "resourceVersion": "8"}}
+    assert cached("test-kind", "n", (bumped, None), compute) == 2  # changed: recomputed
+    no_rv = {"metadata": {"name": "n"}}
+    assert cached("test-kind", "n", (no_rv,), compute) == 3
+    assert cached("test-kind", "n", (no_rv,), compute) == 4  # no way to tell a change: never cached
+
+
+def test_nodes_of_one_shape_share_a_class_across_sessions_with_resource_versions() -> None:
+    from scheduler.plugins.numaaware import Placement
+    nodes = [node(f"n{i}").alloc("8", "16Gi") for i in range(3)]
+    topos = [numatopo(f"n{i}") for i in range(3)]
+    for i, o in enumerate([*(n.obj for n in nodes), *topos]):
+        o["metadata"]["resourceVersion"] = str(i + 1)
+    classes = []
+    for _ in range(2):
+        ssn, _ = session([gpod("p1", "2")], nodes, topos, min_member=1)
+        classes.append(list(Placement(ssn).class_of))
+    # the node p1 went to is its own class (a pod holds resources there); the two others share one
+    assert classes[0] == classes[1]
+    assert len(set(classes[0])) == 2
