@@ -408,7 +408,7 @@ class _Bucket:
                 if labels.get(k) != v:
                     _drop(self.labels, k, v, key)
             for k, v in labels.items():
-                if isinstance(v, str) and old_labels.get(k) != v:
+                if isinstance(v, str) and (not old_labels or old_labels.get(k) != v):
                     by_value = self.labels.get(k)
                     if by_value is None:
                         by_value = self.labels[k] = {}
@@ -424,7 +424,12 @@ class _Bucket:
                 if value == before:
                     continue
                 _drop(self.fields, path, before, key, keep_path=True)
-            self.fields[path].setdefault(value, set()).add(key)
+            by_value = self.fields[path]
+            keys = by_value.get(value)
+            if keys is None:
+                by_value[value] = {key}
+            else:
+                keys.add(key)
 
     def remove(self, key: str, old: Obj | None) -> None:
         self.keys.discard(key)
@@ -703,22 +708,27 @@ class Store:
     def _index_selectable(self, gp: tuple[str, str], ns: str, key: str, obj: Obj | None) -> None:
         """Keep the ordered keys and the label/field indexes of `key`'s bucket in step with the write (`obj` None:
         removed); the object stored so far is what gets unindexed, whatever the caller calls `prev`."""
-        old = self._by_type.get(gp, {}).get(key)
-        buckets = self._buckets.setdefault(gp, {})
+        objs = self._by_type.get(gp)
+        old = objs.get(key) if objs is not None else None
+        buckets = self._buckets.get(gp)
+        if buckets is None:
+            buckets = self._buckets[gp] = {}
         bucket = buckets.get(ns)
+        every = self._all_keys.get(gp)
         if obj is None:
             if bucket is not None:
                 bucket.remove(key, old)
                 if not len(bucket.keys):
                     del buckets[ns]
-            every = self._all_keys.get(gp)
             if every is not None:
                 every.discard(key)
             return
         if bucket is None:
             bucket = buckets[ns] = _Bucket(_INDEXED_FIELDS.get(gp, ()))
         bucket.put(key, obj, old)
-        self._all_keys.setdefault(gp, _SortedKeys()).add(key)
+        if every is None:
+            every = self._all_keys[gp] = _SortedKeys()
+        every.add(key)
 
     def _select_keys(self, rt: ResourceType, namespace: str | None, labels: selectors.LabelSelector,
                      fields: selectors.FieldSelector) -> list[str]:
