@@ -614,10 +614,12 @@ def _evaluate_one(policy: CompiledPolicy, act: cel.Activation, state: dict[str, 
             return []
     values: dict[str, Any] = {}
     failed_vars: dict[str, str] = {}
+    if policy.variables:
+        act.bind("variables", values)        # read through the resolver at each evaluation: filled in place
     for name, program in policy.variables:
         try:
             values[name] = program.evaluate(act)
-            act.bind("variables", dict(values))
+            act.bind("variables", values)
         except cel.CelError as e:
             failed_vars[name] = str(e)
     results: list[Result] = []
@@ -712,11 +714,38 @@ def evaluate(policies: Iterable[CompiledPolicy], request: Any, *, namespace_obj:
     queue = queue_lookup(qname) if qname else None
     act = cel.Activation({"object": obj, "oldObject": req.old_object, "request": req.cel(),
                           "namespaceObject": ns, "queueObject": queue, "params": None, "variables": _NO_VARIABLES},
-                         deadline=deadline)
+                         deadline=deadline, views=_views(chosen))
     results: list[Result] = []
     for policy in chosen:
         results += _evaluate_one(policy, act, state)
     return results
+
+
+_VIEWS: dict[tuple[int, ...], tuple[tuple[CompiledPolicy, ...], dict[str, Callable[[Any], Any]]]] = {}
+
+
+def _programs(policy: CompiledPolicy) -> Iterable[cel.Program]:
+    yield from (p for _, p in policy.match_conditions)
+    yield from (p for _, p in policy.variables)
+    for _, compiled, message in policy.validations:
+        yield compiled.program
+        if message is not None:
+            yield message
+    yield from (c.program for c in policy.mutations)
+
+
+def _views(chosen: Sequence[CompiledPolicy]) -> dict[str, Callable[[Any], Any]]:
+    """What of `object`/`oldObject` the chosen policies' expressions can read (`cel.Reach`), computed once per set
+    of policies: the engine then converts (once per review) and copies (on each member access) only that."""
+    key = tuple(map(id, chosen))
+    hit = _VIEWS.get(key)
+    if hit is None:
+        if len(_VIEWS) >= 64:
+            _VIEWS.clear()
+        programs = [p for policy in chosen for p in _programs(policy)]
+        reaches = {name: cel.Reach(name, programs) for name in ("object", "oldObject")}
+        hit = _VIEWS[key] = (tuple(chosen), {n: r.view for n, r in reaches.items() if not r.whole})
+    return hit[1]
 
 
 # --- enforcement -------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
+import orjson
 
 from policies import events
 from policies import metrics as policy_metrics
@@ -100,7 +101,10 @@ def run(policies: Policies, req: Request, verdict: Verdict, *, mutating: bool, l
     seen = req
     if mutating and verdict.patch and req.object is not None:
         try:
-            seen = dataclasses.replace(req, object=jsonpatch.apply_patch(req.object, list(verdict.patch)))
+            # orjson round trip + in-place apply: a fraction of the deepcopy `apply_patch` makes of a whole Job
+            patched = jsonpatch.JsonPatch(list(verdict.patch)).apply(orjson.loads(orjson.dumps(req.object)),
+                                                                    in_place=True)
+            seen = dataclasses.replace(req, object=patched)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
             return Verdict.deny(f"internal error: the rules' patch does not apply before the policies: {e}",
                                 code=500, reason="InternalError", warnings=verdict.warnings), _NOTHING
