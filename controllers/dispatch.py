@@ -148,27 +148,55 @@ def _pod_items(event: str, pod: Obj, old: Obj | None, siblings: Sequence[Obj], j
     if event == DELETED:
         return [] if out_of_sync else [{"event": "PodEvicted", **base}]
     if event == ADDED:
-        return [] if out_of_sync or _phase(pod) not in ("", "Pending") else [{"event": "PodPending", **base}]
+        if out_of_sync:
+            return []
+        if _phase(pod) in ("", "Pending"):
+            return [{"event": "PodPending", **base}]
+        if _missed_while_away(pod, job):
+            # it finished while no dispatcher watched (one restarting, devcluster restarted, a relist): the edge is
+            # re-derived, or a PodFailed → RestartJob job would go Failed; a repeat of an edge already handled is
+            # harmless (the version moved on, or no policy matches)
+            return _finished_items(pod, base, siblings, job, task)
+        return []
     if event != MODIFIED:
         return []
     before, after = _phase(old), _phase(pod)
     if before == after:
         return []
-    if after == "Failed":
-        return [{"event": "PodFailed", **base, "exitCode": exit_code(pod)}]
-    if after == "Succeeded":
-        replicas = _task_replicas(job, task)
-        done = {_meta(p).get("name") for p in siblings
-                if _ann(p).get(labels.TASK_SPEC_KEY) == task and _phase(p) == "Succeeded"}
-        done.add(_meta(pod).get("name"))
-        if replicas is not None and len(done) >= replicas:
-            return [{"event": "TaskCompleted", "task": task, "jobVersion": base["jobVersion"]}]
-        return []
+    if after in ("Failed", "Succeeded"):
+        return _finished_items(pod, base, siblings, job, task)
     if after == "Running":
         return [{"event": "PodRunning", **base}]
     if after == "Pending":
         return [{"event": "PodPending", **base}]
     return []
+
+
+def _finished_items(pod: Obj, base: dict[str, Any], siblings: Sequence[Obj], job: Obj | None,
+                    task: str) -> list[dict[str, Any]]:
+    if _phase(pod) == "Failed":
+        return [{"event": "PodFailed", **base, "exitCode": exit_code(pod)}]
+    replicas = _task_replicas(job, task)
+    done = {_meta(p).get("name") for p in siblings
+            if _ann(p).get(labels.TASK_SPEC_KEY) == task and _phase(p) == "Succeeded"}
+    done.add(_meta(pod).get("name"))
+    if replicas is not None and len(done) >= replicas:
+        return [{"event": "TaskCompleted", "task": task, "jobVersion": base["jobVersion"]}]
+    return []
+
+
+ACTIVE = frozenset({"", "Pending", "Running"})
+
+
+def _missed_while_away(pod: Obj, job: Obj | None) -> bool:
+    """A finished pod seen first as ADDED, of its Job's current version, the Job still active (or not cached yet: the
+    reconciler drops items of an older version)."""
+    if _phase(pod) not in ("Failed", "Succeeded"):
+        return False
+    if job is None:
+        return True
+    version = int(((job.get("status") or {}).get("version")) or 0)
+    return _job_phase(job) in ACTIVE and _job_version(pod) >= version
 
 
 def _route_pod(event: str, pod: Obj, old: Obj | None, *, siblings: Sequence[Obj], job: Obj | None,

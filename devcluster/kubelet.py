@@ -5,7 +5,8 @@ Sits beside the API server: it talks to the cluster only through the `kube.clien
 next for this pod"; `SimulatedKubelets` is the shell: `sync()` runs one deterministic pass (tests drive it with a fake
 clock), `start()` runs passes in a thread, woken by a pod watch.
 
-Pod annotations understood: `lahar.sh/sim-duration` (Go duration, e.g. `5s`, `1m30s`; absent → runs until deleted) and
+Pod annotations understood: `lahar.sh/sim-duration` (Go duration, e.g. `5s`, `1m30s`; absent → the kubelets'
+`default_duration` for restartPolicy Never/OnFailure pods, by default none: runs until deleted) and
 `lahar.sh/sim-exit-code` (default 0). Exit 0 → Succeeded; non-zero → Failed (reason Error) with restartPolicy Never,
 else the container restarts (restartCount+1, lastState.terminated) like a kubelet; restartPolicy Always also restarts
 after exit 0. A pod with a deletionTimestamp gets its containers terminated and is then deleted with grace 0.
@@ -126,10 +127,11 @@ def _exit_code(pod: Mapping[str, Any]) -> int:
         return 1
 
 
-def _duration(pod: Mapping[str, Any]) -> float | None:
+def _duration(pod: Mapping[str, Any], default: float | None = None) -> float | None:
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DURATION_ANNOTATION)
     if raw is None:
-        return None
+        # a default run time is for pods that end (Never/OnFailure); a restartPolicy Always pod is a service
+        return default if (pod.get("spec") or {}).get("restartPolicy") in ("Never", "OnFailure") else None
     try:
         return max(0.0, durations.parse(str(raw)))
     except ValueError:
@@ -235,8 +237,10 @@ def _run_started(pod: Mapping[str, Any]) -> dt.datetime | None:
     return max(starts) if starts else None
 
 
-def plan(pod: Mapping[str, Any], *, now: dt.datetime, host_ip: str, pod_ip: str) -> Action:
-    """The kubelet's next write for a pod bound to this node (pure; no action → `Action()`)."""
+def plan(pod: Mapping[str, Any], *, now: dt.datetime, host_ip: str, pod_ip: str,
+         default_duration: float | None = None) -> Action:
+    """The kubelet's next write for a pod bound to this node (pure; no action → `Action()`). `default_duration`:
+    the run time of a restartPolicy Never/OnFailure pod without `lahar.sh/sim-duration` (None → until deleted)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
@@ -250,10 +254,10 @@ def plan(pod: Mapping[str, Any], *, now: dt.datetime, host_ip: str, pod_ip: str)
         return Action()
     if phase != "Running" or not status.get("containerStatuses"):
         new = _running_status(pod, now=now, host_ip=host_ip, pod_ip=pod_ip)
-        duration = _duration(pod)
+        duration = _duration(pod, default_duration)
         wake = now + dt.timedelta(seconds=duration) if duration is not None else None
         return Action(status=new, wake_at=wake)
-    duration = _duration(pod)
+    duration = _duration(pod, default_duration)
     started = _run_started(pod)
     if duration is None or started is None:
         return Action()
@@ -311,6 +315,7 @@ class SimulatedKubelets:
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     status_seconds: float = STATUS_REPORT_SECONDS
     tick_seconds: float = 0.5
+    default_duration: float | None = None  # run time of pods without lahar.sh/sim-duration (None: until deleted)
     _nodes: dict[str, _NodeState] = field(init=False, default_factory=dict)
     _pods: dict[tuple[str, str], Obj] = field(init=False, default_factory=dict)
     _slots: dict[tuple[str, str], _PodSlot] = field(init=False, default_factory=dict)
@@ -508,7 +513,7 @@ class SimulatedKubelets:
             node = self._nodes[(pod.get("spec") or {}).get("nodeName")]
             with self._lock:
                 ip = self._pod_ip(key, pod)
-            action = plan(pod, now=now, host_ip=node.host_ip, pod_ip=ip)
+            action = plan(pod, now=now, host_ip=node.host_ip, pod_ip=ip, default_duration=self.default_duration)
             with self._lock:
                 slot = self._slots.get(key)
                 if slot is not None:

@@ -28,8 +28,12 @@ class Cluster:
     """`start()` serves the API and brings the profile's nodes up; `stop()` ends it all, keeping the state on disk."""
 
     def __init__(self, *, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
-                 profile: str = "cpu-small", nodes: int | None = None, republish_interval: float = 2.0) -> None:
+                 profile: str = "cpu-small", nodes: int | None = None, republish_interval: float = 2.0,
+                 sim_default_duration: float | None = None) -> None:
+        """`sim_default_duration`: seconds a simulated restartPolicy Never/OnFailure pod without
+        `lahar.sh/sim-duration` runs (None: until deleted)."""
         self.data_dir = Path(data_dir)
+        self.sim_default_duration = sim_default_duration
         self.server = DevCluster(self.data_dir, host=host, port=port)
         self.profile = profiles.load(profile)
         self.node_count = nodes
@@ -63,7 +67,8 @@ class Cluster:
         nodes.publish(self.client, self.objects)
         if self.node_names:
             node_objs = [o for o in self.objects if o["kind"] == "Node"]
-            self.kubelets = kubelet.SimulatedKubelets(self.client, self.node_names, nodes=node_objs)
+            self.kubelets = kubelet.SimulatedKubelets(self.client, self.node_names, nodes=node_objs,
+                                                       default_duration=self.sim_default_duration)
             self.kubelets.start()
         self.workloads = workloads.WorkloadControllers(self.client).start()
         self._stop.clear()

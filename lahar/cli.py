@@ -53,9 +53,19 @@ def devcluster(
     data_dir: Path = typer.Option(None, "--data-dir", help="State, certificates and kubeconfig (default .lahar)."),
     profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, or a YAML file."),
     nodes: int = typer.Option(None, help="Number of simulated nodes."),
+    sim_default_duration: str = typer.Option(None, "--sim-default-duration", metavar="DURATION",
+                                             help="How long a simulated pod with restartPolicy Never/OnFailure "
+                                                  "and no lahar.sh/sim-duration annotation runs, e.g. 3s "
+                                                  "(default: until deleted)."),
 ) -> None:
     """Run the embedded Kubernetes-compatible API server with simulated nodes."""
     from devcluster import runtime
+    from lahar.up import parse_sim_duration
+
+    try:
+        sim_default = parse_sim_duration(sim_default_duration)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--sim-default-duration") from e
 
     settings = Settings()
     cluster = runtime.Cluster(
@@ -64,6 +74,7 @@ def devcluster(
         port=settings.devcluster_port if port is None else port,
         profile=profile or settings.profile,
         nodes=settings.nodes if nodes is None else nodes,
+        sim_default_duration=sim_default,
     )
     cluster.start()
     try:

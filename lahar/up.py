@@ -49,6 +49,7 @@ __all__ = [
     "apply_order",
     "child_specs",
     "load_manifests",
+    "parse_sim_duration",
     "render",
     "restart_delay",
     "status_line",
@@ -109,6 +110,19 @@ def load_manifests(paths: Sequence[Path]) -> list[Obj]:
             else:
                 out.append(doc)
     return out
+
+
+def parse_sim_duration(text: str | None) -> float | None:
+    """`--sim-default-duration` (a Go duration, `3s`, `1m`): seconds, or None for empty/`none` (run until deleted).
+    ValueError with Go's text for anything else (or a negative duration)."""
+    from kube import durations
+
+    if text is None or text.strip().lower() in ("", "none"):
+        return None
+    seconds = durations.parse(text)
+    if seconds < 0:
+        raise ValueError(f'negative duration "{text}"')
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -390,6 +404,10 @@ class EmbeddedRedis:
         self.port = free_port(port)
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
+        self.failures = 0
+        self.restarts = 0
+        self.started_at = 0.0
+        self.restart_at: float | None = None  # set while in backoff after redis-server exited on its own
 
     @property
     def url(self) -> str:
@@ -406,6 +424,7 @@ class EmbeddedRedis:
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        self.started_at = time.monotonic()
         import redis
 
         deadline = time.monotonic() + timeout
@@ -426,6 +445,32 @@ class EmbeddedRedis:
                 time.sleep(0.05)
         finally:
             client.close()
+
+    def poll(self) -> str | None:
+        """Notice redis-server exiting on its own (a crash, the OOM killer) and start it again on the same port
+        from its data dir (the append-only file), with the children's backoff; a message for the log when
+        something happened. Blocks while the restarted server loads its data (`start`)."""
+        if self.proc is None:
+            return None  # stopped on purpose
+        now = time.monotonic()
+        if self.restart_at is None:
+            code = self.proc.poll()
+            if code is None:
+                return None
+            _kill_group(self.proc.pid, signal.SIGKILL)
+            self.failures = 1 if now - self.started_at >= STABLE_AFTER else self.failures + 1
+            delay = restart_delay(self.failures)
+            self.restart_at = now + delay
+            return f"redis-server exited with {code}; restarting in {delay:.1f}s (log: {self.log_path})"
+        if now < self.restart_at:
+            return None
+        self.restart_at = None
+        self.restarts += 1
+        try:
+            self.start()
+        except RuntimeError as e:  # exited again (next poll backs off further) or slow to load (keeps running)
+            return f"redis-server restart: {e}"
+        return f"redis-server restarted (pid {self.proc.pid}, port {self.port})"
 
     def stop(self) -> None:
         if self.proc is None:
@@ -457,6 +502,7 @@ class Options:
     flower_port: int = 5555
     log_level: str = "INFO"
     live: bool | None = None       # None: a live view when stdout is a terminal
+    sim_default_duration: float | None = None  # run time of Never/OnFailure pods without lahar.sh/sim-duration
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -472,11 +518,18 @@ def _stale_cleanup(ready_file: Path) -> None:
     pids = [int(p) for p in (old.get("children") or {}).values() if p]
     if old.get("redis_pid"):
         pids.append(int(old["redis_pid"]))
+    killed = []
     for pid in pids:
         cmd = _cmdline(pid)
         if _alive(pid) and ("lahar" in cmd or "redis-server" in cmd) and _pgid(pid) == pid:
             log.warning("stopping process group %d left by an earlier lahar up: %s", pid, cmd[:80])
             _kill_group(pid, signal.SIGKILL)
+            killed.append(pid)
+    # gone before anything starts: the old redis-server must not write the append-only file the new one loads, and
+    # its port and the webhook's are reused when free
+    deadline = time.monotonic() + 10
+    while any(_alive(p) and not _zombie(p) for p in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
@@ -487,6 +540,13 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _cmdline(pid: int) -> str:
@@ -574,7 +634,8 @@ class Stack:
         from devcluster import runtime
 
         self.cluster = runtime.Cluster(data_dir=self.data_dir, host="127.0.0.1", port=self.opts.port,
-                                       profile=self.opts.profile, nodes=self.opts.nodes)
+                                       profile=self.opts.profile, nodes=self.opts.nodes,
+                                       sim_default_duration=self.opts.sim_default_duration)
         self.cluster.start()
         self.out(f"devcluster: {self.cluster.url}, {len(self.cluster.node_names)} nodes ({self.cluster.profile_name})")
 
@@ -692,6 +753,8 @@ class Stack:
 
     def supervise_once(self) -> list[str]:
         msgs = [m for m in (c.poll() for c in self.children) if m]
+        if self.redis is not None:  # embedded: restarted like the children (an external one is its owner's job)
+            msgs += [m for m in [self.redis.poll()] if m]
         for c in self.children:
             if c.state == "starting" and c.proc is not None and time.monotonic() - c.started_at > 2.0:
                 c.mark_running()
@@ -718,7 +781,8 @@ class Stack:
         procs = [ProcessRow("devcluster", os.getpid(), "running", 0, uptime, self.cluster.url)]
         if self.redis is not None and self.redis.proc is not None:
             procs.append(ProcessRow("redis", self.redis.proc.pid, "running" if self.redis.proc.poll() is None
-                                    else "stopped", 0, uptime, f"port {self.redis.port}"))
+                                    else "backoff", self.redis.restarts, time.monotonic() - self.redis.started_at,
+                                    f"port {self.redis.port}"))
         else:
             procs.append(ProcessRow("redis", None, "external", 0, 0.0, self.redis_url))
         procs += [c.row() for c in self.children]

@@ -8,10 +8,12 @@ Redis lease makes one session run cluster-wide at a time (a tick that finds it h
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kube.client import ClusterClient
@@ -22,12 +24,20 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.registry import in_tree_registry
 from scheduler.session import run_session
 
-__all__ = ["LEASE_KEY", "RedisLease", "Runner", "configure", "register", "runner"]
+__all__ = ["LEASE_KEY", "RedisLease", "Runner", "configure", "lease_ttl", "register", "runner"]
 
 log = logging.getLogger(__name__)
 
 LEASE_KEY = "lahar:scheduler:session"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+_RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) "
+          "else return 0 end")
+
+
+def lease_ttl(schedule_period: float) -> float:
+    """The session lease's TTL: short, so a lease whose holder is gone (the scheduler SIGKILLed mid-session, or the
+    release lost when Redis restarted) lapses in seconds, not a minute; a longer session keeps it by renewal."""
+    return max(10.0, 5 * schedule_period)
 
 
 class RedisLease:
@@ -50,6 +60,32 @@ class RedisLease:
         if self.token:
             self.redis.eval(_RELEASE, 1, self.key, self.token)
             self.token = ""
+
+    def renew(self) -> bool:
+        """Push the expiry out by a TTL when the lease is still ours."""
+        token = self.token
+        return bool(token) and bool(self.redis.eval(_RENEW, 1, self.key, token, self.ttl_ms))
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[None]:
+        """Renew every TTL/3 while the body runs, so a session longer than the TTL stays the only one."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.ttl_ms / 3000):
+                try:
+                    if not self.renew():
+                        return
+                except Exception as e:  # noqa: BLE001 - Redis away: the lease lapses, the session finishes
+                    log.warning("scheduler lease renewal failed: %s", e)
+
+        thread = threading.Thread(target=loop, name="lahar-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(5)
 
 
 class Runner:
@@ -95,12 +131,13 @@ class Runner:
                     self.start()
                 state = self.conf.current()
                 t0 = time.perf_counter()
-                snap = self.cache.snapshot()
-                t1 = time.perf_counter()
-                decisions = run_session(snap, state.conf, registry=self.registry)
-                result = commits.apply(self.client, decisions, workers=self.workers)
+                with self.lease.kept() if self.lease is not None else contextlib.nullcontext():
+                    snap = self.cache.snapshot()
+                    t1 = time.perf_counter()
+                    decisions = run_session(snap, state.conf, registry=self.registry)
+                    result = commits.apply(self.client, decisions, workers=self.workers)
                 t2 = time.perf_counter()
-                self.metrics.observe(decisions)
+                self.metrics.observe(decisions, commit=result)
                 return {"session": decisions.session, "bound": len(result.bound),
                         "bind_failures": len(result.bind_failures), "evicted": len(result.evicted),
                         "pipelined": len(decisions.pipelined), "snapshot_s": round(t1 - t0, 4),
@@ -136,7 +173,7 @@ def runner() -> Runner:
         client = RestClient(kubeconfig.load(str(s.kubeconfig) if s is not None and s.kubeconfig else None))
         lease = None
         if s is not None and s.redis_url:
-            lease = RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=max(60.0, 10 * s.schedule_period))
+            lease = RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=lease_ttl(s.schedule_period))
         _runner = Runner(client, lease=lease)
     return _runner
 

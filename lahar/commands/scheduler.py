@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         client = RestClient(kubeconfig.load(str(s.kubeconfig) if s.kubeconfig else None))
         lease = None
         if s.redis_url and not once:
-            lease = tasks.RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=max(60.0, 10 * s.schedule_period))
+            lease = tasks.RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=tasks.lease_ttl(s.schedule_period))
         runner = tasks.Runner(client, lease=lease)
         runner.start()
         tasks.configure(runner)

@@ -27,11 +27,19 @@ def up(
     workers: int = typer.Option(1, "--workers", min=1, help="Controller worker processes."),
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="Reconciles in parallel per worker."),
     live: bool = typer.Option(None, "--live/--plain", help="Live status view or log lines (default: live on a TTY)."),
+    sim_default_duration: str = typer.Option(None, "--sim-default-duration", metavar="DURATION",
+                                             help="How long a simulated pod with restartPolicy Never/OnFailure "
+                                                  "and no lahar.sh/sim-duration annotation runs, e.g. 3s "
+                                                  "(default: until deleted)."),
 ) -> None:
     """Run everything on this machine: the embedded cluster, Redis and lahar's processes, until Ctrl-C."""
     from lahar import up as ups
     from lahar.settings import Settings
 
+    try:
+        sim_default = ups.parse_sim_duration(sim_default_duration)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--sim-default-duration") from e
     s = Settings()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     opts = ups.Options(
@@ -46,6 +54,7 @@ def up(
         flower_port=s.flower_port,
         log_level=s.log_level,
         live=live,
+        sim_default_duration=sim_default,
     )
     stack = ups.Stack(opts)
     stopping = []
