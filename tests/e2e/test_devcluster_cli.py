@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import free_port as _free_port
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO.parent / "shared" / "volcano-examples"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Devcluster:

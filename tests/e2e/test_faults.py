@@ -22,20 +22,22 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.support import free_port as _free_port
+from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,27 +61,6 @@ TUNING = {
 }
 HALF_BOUND_GRACE = 30.0  # seconds a gang may show some but not minMember pods bound (a commit cut short by a kill)
 COMPLETE_TIMEOUT = 90.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except Exception as e:  # noqa: BLE001 - the world is settling
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def _alive(pid: int) -> bool:

@@ -12,15 +12,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support import free_port as _free_port
+from tests.support import wait_for as _wait
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -30,27 +32,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH"),
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not on PATH"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(what: str, fn: Callable[[], Any], timeout: float, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except Exception as e:  # noqa: BLE001 - the world is settling
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def _group_alive(pgid: int, settle: float = 5.0) -> bool:

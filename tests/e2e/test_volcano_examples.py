@@ -17,10 +17,8 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +27,9 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.support import free_port as _free_port
+from tests.support import wait_for as _wait
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / ".." / "shared" / "volcano-examples"
@@ -140,27 +141,6 @@ def namespace_of(rel: str) -> str:
 
 
 # -- lahar up and kubectl ------------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(what: str, fn: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except Exception as e:  # noqa: BLE001 - the world is settling
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 @dataclass

@@ -12,13 +12,11 @@ import contextlib
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +24,13 @@ import httpx
 import pytest
 import yaml
 
+from tests.support import free_port as _free_port
+from tests.support import wait_for
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "deploy" / "crds"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, fn: Callable[[], Any], timeout: float = 90.0, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except Exception as e:  # noqa: BLE001 - the world is settling
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 class FakeScheduler:

@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from certs import authority
+from tests.support import free_port as _free_port
 from webhooks import review
 from webhooks.app import create_app
 from webhooks.lookups import StaticLookups
@@ -168,12 +168,6 @@ def test_certificate_rotation_under_load_fails_no_review(server):
         assert c.post(url, json=body).json()["response"]["allowed"] is True
     with httpx.Client(verify=context(old_ca), timeout=5) as c, pytest.raises(httpx.ConnectError):
         c.post(url, json=body)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_lahar_webhook_command_serves_and_stops(certs_dir):
