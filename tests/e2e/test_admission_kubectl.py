@@ -103,13 +103,32 @@ class Admission:
     ns: str
 
 
+def cluster_with_webhook_certs(tmp: Path, stack: contextlib.ExitStack) -> tuple[Any, Kubectl, Any, Path]:
+    """A devcluster with Volcano's CRDs, Open `root` and `default` queues, and serving certificates for a webhook in
+    `tmp/certs` (not yet registered); everything started is closed by `stack`."""
+    from devcluster.server import DevCluster
+    from kube import kubeconfig as kubeconfigs
+    from kube.rest import RestClient
+
+    cluster = DevCluster(tmp / "cluster", bookmark_interval=1.0).start()
+    stack.callback(cluster.stop)
+    kubectl = Kubectl(cluster.kubeconfig, tmp / "home")
+    kubectl("apply", "-f", str(CRDS))
+    kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh",
+            "crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh", "--timeout=30s")
+    kubectl.apply(yaml.safe_dump_all([queue("root"), queue("default")]))
+    kubectl.open_queues("root", "default")
+    certs_dir = tmp / "certs"
+    lahar("certs", "ensure", "--no-webhooks", "--out", str(certs_dir), kubeconfig=cluster.kubeconfig)
+    client = RestClient(kubeconfigs.load(cluster.kubeconfig))
+    stack.callback(client.close)
+    return cluster, kubectl, client, certs_dir
+
+
 @pytest.fixture(scope="module")
 def admission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Admission]:
     pytest.importorskip("webhooks.app")
     pytest.importorskip("webhooks.server")
-    from devcluster.server import DevCluster
-    from kube import kubeconfig as kubeconfigs
-    from kube.rest import RestClient
     from webhooks import app as webhook_app
     from webhooks import lookups, server
 
@@ -121,20 +140,9 @@ def admission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Admission]:
     if not CRDS.is_dir():
         pytest.skip("deploy/crds is absent")
     tmp = tmp_path_factory.mktemp("admission-e2e")
-    cluster = DevCluster(tmp / "cluster", bookmark_interval=1.0).start()
     stack = contextlib.ExitStack()
-    stack.callback(cluster.stop)
     try:
-        kubectl = Kubectl(cluster.kubeconfig, tmp / "home")
-        kubectl("apply", "-f", str(CRDS))
-        kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh",
-                "crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh", "--timeout=30s")
-        kubectl.apply(yaml.safe_dump_all([queue("root"), queue("default")]))
-        kubectl.open_queues("root", "default")
-        certs_dir = tmp / "certs"
-        lahar("certs", "ensure", "--no-webhooks", "--out", str(certs_dir), kubeconfig=cluster.kubeconfig)
-        client = RestClient(kubeconfigs.load(cluster.kubeconfig))
-        stack.callback(client.close)
+        cluster, kubectl, client, certs_dir = cluster_with_webhook_certs(tmp, stack)
         informed = lookups.InformerLookups(client, probe_interval=0.5).start()
         stack.callback(informed.stop)
         informed.wait_for_sync(30)

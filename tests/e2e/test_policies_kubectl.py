@@ -21,9 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.e2e.test_admission_kubectl import CRDS, Kubectl, denial, lahar, pytestmark, queue, retry_until, vcjob
+from tests.e2e.test_admission_kubectl import (
+    CRDS,
+    Kubectl,
+    cluster_with_webhook_certs,
+    denial,
+    lahar,
+    pytestmark,
+    retry_until,
+    vcjob,
+)
 
 __all__ = ["pytestmark"]
 
@@ -76,29 +84,15 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    from devcluster.server import DevCluster
-    from kube import kubeconfig as kubeconfigs
-    from kube.rest import RestClient
     from lahar.commands.webhook import live_admission
     from webhooks import server
 
     if not CRDS.is_dir():
         pytest.skip("deploy/crds is absent")
     tmp = tmp_path_factory.mktemp("policies-e2e")
-    cluster = DevCluster(tmp / "cluster", bookmark_interval=1.0).start()
     stack = contextlib.ExitStack()
-    stack.callback(cluster.stop)
     try:
-        kubectl = Kubectl(cluster.kubeconfig, tmp / "home")
-        kubectl("apply", "-f", str(CRDS))
-        kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh",
-                "crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh", "--timeout=30s")
-        kubectl.apply(yaml.safe_dump_all([queue("root"), queue("default")]))
-        kubectl.open_queues("root", "default")
-        certs_dir = tmp / "certs"
-        lahar("certs", "ensure", "--no-webhooks", "--out", str(certs_dir), kubeconfig=cluster.kubeconfig)
-        client = RestClient(kubeconfigs.load(cluster.kubeconfig))
-        stack.callback(client.close)
+        cluster, kubectl, client, certs_dir = cluster_with_webhook_certs(tmp, stack)
         admission = live_admission(client, namespace=NS, sync_timeout=30, probe_interval=0.5)
         stack.callback(admission.stop)
         web = server.WebhookServer(admission.app, host="127.0.0.1", port=0, certfile=certs_dir / "tls.crt",
