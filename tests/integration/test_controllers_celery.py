@@ -88,6 +88,10 @@ class Stack:
         self.client = self.cluster.client
         self.flower_port = _free_port()
         self.procs: dict[str, subprocess.Popen] = {}
+        self._args: dict[str, tuple[str, ...]] = {}
+        self.restarts: dict[str, int] = {}
+        self._closing = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, name="stack-supervisor", daemon=True)
         self.env = dict(
             os.environ, REDIS_URL=self.redis_url, KUBECONFIG=str(self.cluster.kubeconfig),
             LAHAR_DATA_DIR=str(tmp / "state"), LAHAR_RESYNC_INTERVAL="2", LAHAR_PENDING_TTL="5",
@@ -96,6 +100,16 @@ class Stack:
         )
         self.env.pop("FLOWER_UNAUTHENTICATED_API", None)
         self._install_crds()
+        self._supervisor.start()
+
+    def _supervise(self) -> None:
+        """What a Deployment (or `lahar up`) does: a process that exits on its own is started again. A Celery worker
+        can exit when Redis restarts under it (kombu fails restoring unacked messages on a dead connection)."""
+        while not self._closing.wait(0.5):
+            for name, proc in list(self.procs.items()):
+                if proc.poll() is not None and self.procs.get(name) is proc and not self._closing.is_set():
+                    self.restarts[name] = self.restarts.get(name, 0) + 1
+                    self.start(name, *self._args[name])
 
     def _install_crds(self) -> None:
         from kube import errors
@@ -112,6 +126,7 @@ class Stack:
         proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", *args], env=self.env, cwd=self.tmp,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
+        self._args[name] = args
         self.procs[name] = proc
         return proc
 
@@ -136,6 +151,8 @@ class Stack:
             proc.wait(10)
 
     def close(self) -> None:
+        self._closing.set()
+        self._supervisor.join(5)
         for name in list(self.procs):
             self.stop(name)
         self.cluster.stop()
