@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from kube.resources import Registry, ResourceType
 
-__all__ = ["ClusterClient", "Obj", "PatchType", "Watch", "WatchEvent"]
+__all__ = ["ClusterClient", "Obj", "PatchType", "Watch", "WatchEvent", "namespace_for"]
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic"]
@@ -72,3 +72,15 @@ class ClusterClient(Protocol):
 
     def evict(self, *, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
         """POST pods/eviction (policy/v1 Eviction)."""
+
+
+def namespace_for(rt: ResourceType, namespace: str | None, obj: Obj | None = None) -> str | None:
+    """The namespace a call addresses, as kubectl picks it: None for cluster-scoped types, else the one given, else
+    the object's own, else `default`."""
+    if not rt.namespaced:
+        return None
+    if namespace:
+        return namespace
+    if obj is not None and (obj.get("metadata") or {}).get("namespace"):
+        return obj["metadata"]["namespace"]
+    return "default"

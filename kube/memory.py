@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from kube import errors, resources
-from kube.client import Obj, PatchType, WatchEvent
+from kube.client import Obj, PatchType, WatchEvent, namespace_for
 from kube.resources import Registry, ResourceType
 from kube.store import Request, Store, StoreWatch
 
@@ -74,15 +74,7 @@ class MemoryClient:
             client.store.register_type(rt)
         return client
 
-    @staticmethod
-    def _ns(rt: ResourceType, namespace: str | None, obj: Obj | None = None) -> str | None:
-        if not rt.namespaced:
-            return None
-        if namespace:
-            return namespace
-        if obj is not None and (obj.get("metadata") or {}).get("namespace"):
-            return obj["metadata"]["namespace"]
-        return "default"
+    _ns = staticmethod(namespace_for)
 
     @staticmethod
     def _req(dry_run: bool = False) -> Request:

@@ -16,7 +16,7 @@ import urllib3
 from kubernetes import client as k8s_client
 
 from kube import errors
-from kube.client import Obj, PatchType, WatchEvent
+from kube.client import Obj, PatchType, WatchEvent, namespace_for
 from kube.resources import Registry, ResourceType, in_tree
 
 __all__ = ["PATCH_CONTENT_TYPES", "RestClient", "RestWatch"]
@@ -196,15 +196,7 @@ class RestClient:
         data = resp.read()
         return orjson.loads(data) if data else {}
 
-    @staticmethod
-    def _ns(rt: ResourceType, namespace: str | None, obj: Obj | None = None) -> str | None:
-        if not rt.namespaced:
-            return None
-        if namespace:
-            return namespace
-        if obj is not None and (obj.get("metadata") or {}).get("namespace"):
-            return obj["metadata"]["namespace"]
-        return "default"
+    _ns = staticmethod(namespace_for)
 
     # -- ClusterClient -----------------------------------------------------------------------------------------
 

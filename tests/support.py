@@ -5,9 +5,14 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["free_port", "wait_for"]
+import yaml
+
+CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
+
+__all__ = ["free_port", "install_crds", "wait_for"]
 
 
 def free_port() -> int:
@@ -31,3 +36,13 @@ def wait_for(what: str, fn: Callable[[], Any], timeout: float = 90.0, interval: 
                 return last
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def install_crds(client: Any, *names: str, timeout: float = 20.0) -> None:
+    """Create the named CRD files of `deploy/crds/` and wait until PodGroups are served (the API registers CRDs
+    asynchronously to the create)."""
+    crd_rt = client.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    for name in names:
+        client.create(crd_rt, yaml.safe_load((CRDS / name).read_text()))
+    pg_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups")
+    wait_for("PodGroups to be served", lambda: client.list(pg_rt, namespace="default") is not None, timeout, 0.2)

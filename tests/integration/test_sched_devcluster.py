@@ -4,22 +4,19 @@ pending pods say why); once a node is added, all 8 bind."""
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
-from kube import errors, kubeconfig
+from kube import kubeconfig
 from kube.rest import RestClient
 from scheduler.framework import conf as confs
 from scheduler.registry import in_tree_registry
 from scheduler.session import run_once
+from tests.support import install_crds
 
 pytestmark = pytest.mark.integration
 
-CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 CONF = """
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -35,19 +32,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, 
     c = Cluster(data_dir=tmp_path_factory.mktemp("sched") / "data", port=0, profile="cpu-small", nodes=2).start()
     client = RestClient(kubeconfig.load(str(c.kubeconfig)))
     try:
-        crd_rt = client.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml"):
-            client.create(crd_rt, yaml.safe_load((CRDS / name).read_text()))
-        pg_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups")
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.list(pg_rt, namespace="default")
-                break
-            except errors.ApiError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
         yield c, client
     finally:
         c.stop()

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 import yaml
 
-from kube import errors, kubeconfig
+from kube import kubeconfig
 from kube.rest import RestClient
 from scheduler.cache import ConfSource
 from scheduler.registry import in_tree_registry
 from scheduler.session import run_once
+from tests.support import install_crds
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")]
 
-CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 NS = "lahar-system"
 RELOAD_WITHIN = 2.0
 TIERS = """tiers:
@@ -77,19 +77,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     client = RestClient(kubeconfig.load(str(c.kubeconfig)))
     source = None
     try:
-        crd_rt = client.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml"):
-            client.create(crd_rt, yaml.safe_load((CRDS / name).read_text()))
-        pg_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups")
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.list(pg_rt, namespace="default")
-                break
-            except errors.ApiError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
         client.create(client.registry.get("", "v1", "namespaces"),
                       {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         client.create(client.registry.get("scheduling.volcano.sh", "v1beta1", "queues"),
