@@ -19,9 +19,10 @@ own PCIe id (GPU i ↔ VF i), spread over the NICs of that PCIe; with fewer, GPU
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+
+import orjson
 
 from scheduler.devices.inventory import DEVICE_ALLOCATED_ANNOTATION, GPU, VF, RDMANic, Usage
 from scheduler.devices.requests import KOORD_UNITS, RDMARequest
@@ -250,10 +251,12 @@ def device_allocated(gpus: Sequence[GPU], allocation: RDMAAllocation | None) -> 
 
 
 def annotations(gpus: Sequence[GPU], allocation: RDMAAllocation | None) -> dict[str, str]:
-    """`scheduling.koordinator.sh/device-allocated` and, when RDMA was allocated, `lahar.sh/gpu-rdma-pairs`."""
-    out = {DEVICE_ALLOCATED_ANNOTATION: json.dumps(device_allocated(gpus, allocation), separators=(",", ":"))}
+    """`scheduling.koordinator.sh/device-allocated` and, when RDMA was allocated, `lahar.sh/gpu-rdma-pairs`.
+    The pairs name each GPU by the UUID of the matching GPU in `gpus` (the node's own), else the pair's."""
+    out = {DEVICE_ALLOCATED_ANNOTATION: orjson.dumps(device_allocated(gpus, allocation)).decode()}
     if allocation and allocation.pairs:
-        out[PAIRS_ANNOTATION] = json.dumps(
-            [{"gpu": p.gpu, "gpuUUID": p.gpu_uuid, "nic": p.nic, "pf": p.pf, "vf": p.vf, "pcieID": p.pcie_id,
-              "scope": p.scope} for p in allocation.pairs], separators=(",", ":"))
+        uuid_of = {g.index: g.uuid for g in gpus}
+        out[PAIRS_ANNOTATION] = orjson.dumps(
+            [{"gpu": p.gpu, "gpuUUID": uuid_of.get(p.gpu, p.gpu_uuid), "nic": p.nic, "pf": p.pf, "vf": p.vf,
+              "pcieID": p.pcie_id, "scope": p.scope} for p in allocation.pairs]).decode()
     return out

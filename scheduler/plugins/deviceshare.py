@@ -176,7 +176,11 @@ class DeviceShare:
         except (ValueError, TypeError, KeyError):
             nd = None
         else:
-            pods = [t.pod for t in n.tasks.values() if t.status in ALLOCATED or t.status is TaskStatus.RELEASING]
+            # the pods there before this session (what this session placed is in the reservations, `taken_*`)
+            placed = self.placement.reserved if self.placement is not None else {}
+            placing = self.placement.placing if self.placement is not None else None
+            pods = [t.pod for t in n.tasks.values() if (t.status in ALLOCATED or t.status is TaskStatus.RELEASING)
+                    and t.uid not in placed and t.uid != placing]
             raw = (n.node.get("metadata") or {}).get("annotations", {}).get(inventories.GPU_TOPOLOGY_ANNOTATION)
             scores = self._scores.get(raw) if raw else {}
             if scores is None:
@@ -196,16 +200,15 @@ class DeviceShare:
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         assert self.placement is not None
-        if self.device_request(task) is None:
+        if self.placement.task_info(task)[1] is None:  # no device request
             return NodeFilter(np.ones(len(nodes), dtype=bool))
         return self.placement.predicate(task, nodes)
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         assert self.placement is not None
-        request = self.device_request(task)
-        if request is None or not self.weight:
+        if self.placement.task_info(task)[1] is None or not self.weight:
             return np.zeros(len(candidates))
-        return self.placement.device_scores(task, candidates, request) * self.weight
+        return self.placement.device_scores(task, candidates) * self.weight
 
     def on_allocate(self, task: Task) -> None:
         if self.placement is not None:
@@ -446,12 +449,8 @@ class DeviceShare:
         return (plan.gpus, rdma, vgpu, dyn, plan.mig)
 
     def _localize(self, nd: NodeDevices, plan: DevicePlan) -> DevicePlan:
-        """The plan with this node's UUIDs (a plan may come from another node of the same shape and state)."""
-        uuid_of = {g.index: g.uuid for g in nd.inv.gpus}
-        rdma = plan.rdma
-        if rdma is not None and rdma.pairs:
-            rdma = dataclasses.replace(rdma, pairs=tuple(dataclasses.replace(p, gpu_uuid=uuid_of.get(p.gpu, p.gpu_uuid))
-                                                         for p in rdma.pairs))
+        """The plan with this node's vGPU / MIG card UUIDs (a plan may come from another node of the same shape and
+        state; whole-GPU UUIDs are looked up by index where the annotations are written)."""
         vgpu = plan.vgpu
         if vgpu is not None:
             cards = {c.index: c.uuid for c in (nd.inv.volcano if vgpu.vendor == "volcano" else nd.inv.hami)}
@@ -463,13 +462,14 @@ class DeviceShare:
             cards = {c.index: c.uuid for c in nd.inv.hami}
             dyn = dataclasses.replace(dyn, instances=tuple(
                 dataclasses.replace(i, gpu_uuid=cards.get(i.gpu_index, i.gpu_uuid)) for i in dyn.instances))
-        return dataclasses.replace(plan, rdma=rdma, vgpu=vgpu, dynamic_mig=dyn)
+        return dataclasses.replace(plan, vgpu=vgpu, dynamic_mig=dyn)
 
     def device_annotations(self, task: Task, node: int, plan: Any) -> dict[str, str]:
         nd = self.node(node)
         if nd is None or not isinstance(plan, DevicePlan):
             return {}
-        plan = self._localize(nd, plan)
+        if plan.vgpu is not None or plan.dynamic_mig is not None:
+            plan = self._localize(nd, plan)
         out: dict[str, str] = {}
         if plan.gpus or plan.rdma is not None:
             gpus = [g for g in (nd.inv.gpu(i) for i in plan.gpus) if g is not None]

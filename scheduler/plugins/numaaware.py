@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import orjson
 
 from kube import quantity
 from scheduler.framework.hooks import NodeFilter
@@ -278,7 +279,7 @@ def decision_annotation(per_numa: Mapping[int, Mapping[str, int]]) -> str:
     """Volcano's `PodResourceDecision` JSON: `{"numa": {"<id>": {"<resource>": "<quantity>"}}}`."""
     body = {str(n): {r: str(v) for r, v in sorted(res.items()) if v}
             for n, res in sorted(per_numa.items()) if any(res.values())}
-    return json.dumps({"numa": body}, separators=(",", ":"), sort_keys=True)
+    return orjson.dumps({"numa": body}, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def normalize_reverse(values: np.ndarray, max_score: float = 100.0) -> np.ndarray:
@@ -312,9 +313,21 @@ class Plan:
     devices: Any = None
     numa: frozenset[int] = frozenset()
     per_numa: dict[int, dict[str, int]] = field(default_factory=dict)
+    _rendered: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     def numa_count(self) -> int:
         return len(self.numa)
+
+    def rendered(self) -> dict[str, str]:
+        """The NUMA annotations (`volcano.sh/topology-decision`, `lahar.sh/numa-allocation`): node-agnostic, so
+        rendered once per plan (the nodes of one class share their plan)."""
+        if self._rendered is None:
+            body: dict[str, Any] = {"policy": self.policy, "numa": sorted(self.numa)}
+            if self.cpus:
+                body["cpus"] = {c: _cpuset(v) for c, v in self.cpus.items()}
+            self._rendered = {TOPOLOGY_DECISION_ANNOTATION: decision_annotation(self.per_numa),
+                              ALLOCATION_ANNOTATION: orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()}
+        return self._rendered
 
 
 class DeviceSide(Protocol):
@@ -419,6 +432,44 @@ def _task_signature(task: Task) -> str:
     return hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
 
 
+class _ClassTable:
+    """One task signature's answers per node class (arrays indexed by class id, grown as classes appear)."""
+
+    __slots__ = ("arrays_seen", "bad", "class_seen", "device_score", "done", "node_bad", "numa_count", "reasons",
+                 "unresolvable")
+    _PER_CLASS = ("bad", "device_score", "done", "numa_count", "reasons", "unresolvable")
+
+    def __init__(self) -> None:
+        self.node_bad: np.ndarray | None = None  # per node: fits and its class refuses (see Placement._rejected)
+        self.arrays_seen = 0
+        self.class_seen = 0
+        self.done = np.zeros(0, dtype=bool)
+        self.bad = np.zeros(0, dtype=bool)
+        self.unresolvable = np.zeros(0, dtype=bool)
+        self.reasons = np.zeros(0, dtype=object)
+        self.numa_count = np.zeros(0, dtype=np.float64)
+        self.device_score = np.zeros(0, dtype=np.float64)
+
+    def reserve(self, classes: int) -> None:
+        size = len(self.done)
+        if classes <= size:
+            return
+        grow = max(classes, 2 * size, 16) - size
+        for attr in self._PER_CLASS:
+            old = getattr(self, attr)
+            setattr(self, attr, np.concatenate([old, np.zeros(grow, dtype=old.dtype)]))
+
+    def record(self, cid: int, result: Plan | Rejection) -> None:
+        self.done[cid] = True
+        if isinstance(result, Rejection):
+            self.bad[cid] = True
+            self.reasons[cid] = result.reason
+            self.unresolvable[cid] = result.unresolvable
+        else:
+            self.numa_count[cid] = result.numa_count() if result.policy != NONE else 0
+            self.device_score[cid] = getattr(result.devices, "score", 0.0)
+
+
 class Placement:
     """Plans (task, node) pairs and keeps the session's NUMA reservations: a task placed earlier in the session
     holds its CPUs (and devices) until the statement that placed it is discarded."""
@@ -443,12 +494,16 @@ class Placement:
         self._class_ids: dict[Any, int] = {}
         self.class_of = np.array([self._class_id(i) for i in range(len(nodes))], dtype=np.int64)
         self.cache: dict[tuple[Any, str], Plan | Rejection] = {}
-        self.computed_on: dict[tuple[Any, str], int] = {}
         self.signatures: dict[str, str] = {}
         self.reserved: dict[str, tuple[int, Plan]] = {}
+        self.placing: str | None = None  # the task whose placement is being reserved (on_allocate)
         self.closed = False
         self.version = 0  # bumped whenever a node's reservations (hence its class) change
-        self._memo: dict[Any, tuple[np.ndarray, list[Plan | Rejection]]] = {}
+        self._tables: dict[Any, _ClassTable] = {}  # per task signature and request: every class's answer
+        self._info: dict[str, tuple[bool, Any, Any]] = {}
+        self.class_changes: list[int] = []  # node of every class change, in order (like NodeArrays.changes)
+        self._memo: tuple[Any, NodeFilter] | None = None  # the last predicate (both plugins ask it in turn)
+        self._cand_memo: tuple[Any, ...] | None = None
 
     def _class_id(self, node: int) -> int:
         token = (self.shape[node], self.held_key[node])
@@ -470,6 +525,7 @@ class Placement:
             held.pop(key, None)
         self.held_key[node] = frozenset(held.items())
         self.class_of[node] = self._class_id(node)
+        self.class_changes.append(node)
         self.version += 1
 
     def topology(self, node: int) -> NodeTopology | None:
@@ -530,7 +586,6 @@ class Placement:
         hit = self.cache.get(key)
         if hit is None:
             hit = self.cache[key] = self._plan(task, node, request)
-            self.computed_on[key] = node
         return hit
 
     def plan_on(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:
@@ -655,86 +710,133 @@ class Placement:
 
     # --- the session hooks both plugins forward --------------------------------------------------------------------
 
-    def _per_class(self, task: Task, nodes: np.ndarray, request: Any) -> tuple[np.ndarray, list[Plan | Rejection]]:
-        """Evaluate one representative node per class among `nodes`; returns (index into results per node, results).
-        Memoised per (task, reservation version, node set): numa-aware and deviceshare ask the same question."""
-        memo_key = (task.uid, self.version, nodes.tobytes())
-        hit = self._memo.get(memo_key)
-        if hit is not None:
-            return hit
-        first, inverse = _group(self.class_of[nodes])
-        results = [self.evaluate(task, int(nodes[k]), request) for k in first]
-        if len(self._memo) > 64:
-            self._memo.clear()
-        self._memo[memo_key] = (inverse, results)
-        return inverse, results
+    def task_info(self, task: Task) -> tuple[bool, Any, Any]:
+        """(does the task need per-node planning, its device request, the key of its per-class answers) — asked
+        by every hook of both plugins, so worked out once per task and session."""
+        info = self._info.get(task.uid)
+        if info is None:
+            relevant, request = self.relevant(task)
+            key = (self.signature(task), task.init_resreq.tobytes()) if relevant else None
+            info = self._info[task.uid] = (relevant, request, key)
+        return info
+
+    def _table(self, key: Any) -> _ClassTable:
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _ClassTable()
+        table.reserve(len(self._class_ids))
+        return table
+
+    def _evaluate_classes(self, table: _ClassTable, task: Task, nodes: np.ndarray, request: Any) -> None:
+        """Evaluate one representative of each class among `nodes` (indices) the table has no answer for yet."""
+        cls = self.class_of
+        sub = nodes[~table.done[cls[nodes]]]
+        if not len(sub):
+            return
+        first, _ = _group(cls[sub])
+        for k in first:
+            node = int(sub[k])
+            table.record(int(cls[node]), self.evaluate(task, node, request))
+
+    def _rejected(self, table: _ClassTable, task: Task, request: Any, arrays: NodeArrays) -> np.ndarray:
+        """Per node: the request fits and the node's class refuses the task. Kept up to date incrementally: only
+        the nodes whose resources or class changed since the table was last asked are looked at again (a
+        placement changes one node; a later task of the gang evaluates at most that node's new class)."""
+        fit = self.ssn.fit_future_idle.get(task.init_resreq.tobytes(), task.init_resreq)
+        a, c = arrays.version, len(self.class_changes)
+        n = len(arrays)
+        cls = self.class_of
+        bad = table.node_bad
+        if (bad is None or len(bad) != n or table.arrays_seen > a
+                or (a - table.arrays_seen) + (c - table.class_seen) > n // 8 + 1):
+            self._evaluate_classes(table, task, np.flatnonzero(fit), request)
+            table.node_bad = bad = fit & table.bad[cls]
+        else:
+            rows = set(arrays.changes[table.arrays_seen:a])
+            rows.update(self.class_changes[table.class_seen:c])
+            for row in rows:  # a handful: element-wise is cheaper than numpy calls here
+                if not fit[row]:
+                    bad[row] = False
+                    continue
+                cid = int(cls[row])
+                if not table.done[cid]:
+                    table.record(cid, self.evaluate(task, row, request))
+                bad[row] = table.bad[cid]
+        table.arrays_seen, table.class_seen = a, c
+        return bad
 
     def predicate(self, task: Task, arrays: NodeArrays) -> NodeFilter:
+        """Nodes whose (task-stricter) Topology Manager policy would refuse the task, or whose devices cannot take
+        it; nodes the request does not fit are left to the resource check."""
         n = len(arrays)
-        feasible = np.ones(n, dtype=bool)
-        relevant, request = self.relevant(task)
+        relevant, request, key = self.task_info(task)
         if not relevant:
-            return NodeFilter(feasible)
-        fit = np.flatnonzero(self.ssn.fit_future_idle.get(task.init_resreq.tobytes(), task.init_resreq))
-        if not len(fit):
-            return NodeFilter(feasible)
-        memo_key = ("predicate", task.uid, self.version, n, fit.tobytes())
-        hit = self._memo.get(memo_key)
-        if hit is None:
-            hit = self._memo[memo_key] = self._predicate(task, n, fit, request)
-        return hit
-
-    def _predicate(self, task: Task, n: int, fit: np.ndarray, request: Any) -> NodeFilter:
-        feasible = np.ones(n, dtype=bool)
-        inverse, results = self._per_class(task, fit, request)
-        bad = np.array([isinstance(r, Rejection) for r in results], dtype=bool)
+            return NodeFilter(_all_true(n))
+        memo_key = (key, self.version, arrays.version, n)
+        if self._memo is not None and self._memo[0] == memo_key:
+            return self._memo[1]  # numa-aware and deviceshare ask the same question in turn
+        table = self._table(key)
+        bad = self._rejected(table, task, request, arrays)
         if not bad.any():
-            return NodeFilter(feasible)
-        rejected = fit[bad[inverse]]
-        feasible[rejected] = False
-        reasons = np.full(n, None, dtype=object)
-        unresolvable = np.zeros(n, dtype=bool)
-        reason_of = np.array([r.reason if isinstance(r, Rejection) else None for r in results], dtype=object)
-        unres_of = np.array([isinstance(r, Rejection) and r.unresolvable for r in results], dtype=bool)
-        reasons[fit] = reason_of[inverse]
-        unresolvable[fit] = unres_of[inverse]
-        return NodeFilter(feasible, reasons, unresolvable)
+            got = NodeFilter(_all_true(n))
+        else:
+            cls = self.class_of
+            reasons = np.full(n, None, dtype=object)
+            reasons[bad] = table.reasons[cls[bad]]
+            got = NodeFilter(~bad, reasons, bad & table.unresolvable[cls])
+        self._memo = (memo_key, got)
+        return got
+
+    def _candidate_classes(self, task: Task, candidates: np.ndarray) -> tuple[_ClassTable, np.ndarray]:
+        """The task's table and each candidate's class, every class evaluated (numa-aware's and deviceshare's
+        node orders ask in turn for the same candidates)."""
+        _, request, key = self.task_info(task)
+        memo = self._cand_memo
+        if memo is not None and memo[0] is candidates and memo[1] == (key, self.version):
+            return memo[2], memo[3]
+        table = self._table(key)
+        cls = self.class_of[np.asarray(candidates, dtype=np.int64)]
+        if not table.done[cls].all():  # usually the predicate has just evaluated every candidate's class
+            self._evaluate_classes(table, task, np.asarray(candidates, dtype=np.int64), request)
+        self._cand_memo = (candidates, (key, self.version), table, cls)  # holds `candidates`: its identity is safe
+        return table, cls
 
     def scores(self, task: Task, candidates: np.ndarray) -> np.ndarray:
         """Volcano's batch node order: NUMA nodes spanned by the plan, normalised so fewer scores higher."""
-        relevant, request = self.relevant(task)
-        if not relevant or not len(candidates):
+        if not self.task_info(task)[0] or not len(candidates):
             return np.zeros(len(candidates))
-        inverse, results = self._per_class(task, np.asarray(candidates, dtype=np.int64), request)
-        counts = np.array([r.numa_count() if isinstance(r, Plan) and r.policy != NONE else 0 for r in results],
-                          dtype=np.float64)
+        table, cls = self._candidate_classes(task, candidates)
+        counts = table.numa_count[cls]
         if not counts.any():
             return np.zeros(len(candidates))
-        return normalize_reverse(counts[inverse])
+        return normalize_reverse(counts)
 
-    def device_scores(self, task: Task, candidates: np.ndarray, request: Any) -> np.ndarray:
-        if not len(candidates):
-            return np.zeros(0)
-        inverse, results = self._per_class(task, np.asarray(candidates, dtype=np.int64), request)
-        per = np.array([getattr(r.devices, "score", 0.0) if isinstance(r, Plan) else 0.0 for r in results])
-        return per[inverse]
+    def device_scores(self, task: Task, candidates: np.ndarray) -> np.ndarray:
+        if not len(candidates) or not self.task_info(task)[0]:
+            return np.zeros(len(candidates))
+        table, cls = self._candidate_classes(task, candidates)
+        return table.device_score[cls]
 
     def on_allocate(self, task: Task) -> None:
         if task.uid in self.reserved or task.node < 0:
             return
-        relevant, request = self.relevant(task)
+        relevant, request, _ = self.task_info(task)
         if not relevant:
             return
         node = task.node
-        got = self.plan_on(task, node, request)
+        self.placing = task.uid  # placed already: the node's pods must not count it before it is reserved
+        try:
+            got = self.plan_on(task, node, request)
+        finally:
+            self.placing = None
         if not isinstance(got, Plan):
             return  # placed without passing our predicate (switch off): nothing to reserve
         free = self.free_cpus(node)
         for cpus in got.cpus.values():
             free -= set(cpus)
+        self.reserved[task.uid] = (node, got)
         if got.devices is not None and self.devices is not None:
             self.devices.device_reserve(node, got.devices)
-        self.reserved[task.uid] = (node, got)
         self._hold(node, self._plan_key(got), +1)
 
     def on_deallocate(self, task: Task) -> None:
@@ -764,11 +866,7 @@ class Placement:
             node, plan = held
             out = d.annotations.setdefault(b.uid, {})
             if plan.policy != NONE and plan.per_numa:
-                out[TOPOLOGY_DECISION_ANNOTATION] = decision_annotation(plan.per_numa)
-                body: dict[str, Any] = {"policy": plan.policy, "numa": sorted(plan.numa)}
-                if plan.cpus:
-                    body["cpus"] = {c: _cpuset(v) for c, v in plan.cpus.items()}
-                out[ALLOCATION_ANNOTATION] = json.dumps(body, separators=(",", ":"), sort_keys=True)
+                out.update(plan.rendered())
             if plan.devices is not None and self.devices is not None:
                 out.update(self.devices.device_annotations(task, node, plan.devices))
 
@@ -789,6 +887,14 @@ class Placement:
                                  numa=sorted(got.numa), cpus={c: _cpuset(v) for c, v in got.cpus.items()})
             out.append(entry)
         return out
+
+
+@functools.lru_cache(maxsize=8)
+def _all_true(n: int) -> np.ndarray:
+    """A read-only all-True mask of `n` nodes (the usual predicate answer; shared, never written)."""
+    out = np.ones(n, dtype=bool)
+    out.flags.writeable = False
+    return out
 
 
 def _group(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from devcluster import profiles
 from scheduler.framework import conf as confs
 from scheduler.framework import snapshot as snapshots
 from scheduler.framework.session import Session
+from scheduler.framework.statement import Statement
 from scheduler.plugins.deviceshare import DevicePlan, DeviceShare
 from scheduler.plugins.numaaware import placement
 from scheduler.registry import in_tree_registry
@@ -153,6 +154,25 @@ def test_devices_held_by_running_pods_are_not_given_again() -> None:
     (b,) = d.binds
     allocated = json.loads(d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])
     assert sorted(g["minor"] for g in allocated["gpu"]) == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_node_first_seen_after_a_placement_counts_that_pod_once() -> None:
+    """The node's device view is built lazily; built right after this session placed a pod there, the pod is
+    counted once (as this session's reservation), not also as a pod already on the node."""
+    objs = _objs("mixed", 1)  # mixed-a100: MIG GPUs with nvidia.com/mig-* resources
+    cap = {k: v for k, v in objs["nodes"][0]["status"]["allocatable"].items() if k.startswith("nvidia.com/mig-")}
+    resource = sorted(cap)[0]
+    registry = in_tree_registry()
+    c = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+    snap = snapshots.build(pods=[dpod("p1", extra={resource: "1"})], podgroups=[podgroup("pg1").min(1).build()],
+                           queues=[queue("c1").build()], **objs)
+    ssn = Session(snap, c, registry, uid="ssn-1")
+    ds = ssn.plugins["deviceshare"]
+    assert isinstance(ds, DeviceShare)
+    (task,) = [t for j in ssn.jobs.values() for t in j.tasks.values()]
+    Statement(ssn).allocate(task, 0)  # no predicate asked first: the node's view is built by the reservation
+    nd = ds.node(0)
+    assert nd is not None and nd.usage().mig == {resource.removeprefix("nvidia.com/mig-"): 1}
 
 
 def _t4() -> dict[str, list[dict[str, Any]]]:
