@@ -166,14 +166,9 @@ class DeviceShare:
         if index in self._nodes:
             return self._nodes[index]
         n = self._ssn.nodes[index]
-        extras = self._ssn.snapshot.extras
+        inv = self._inventory(index)
         nd: NodeDevices | None
-        try:
-            # CPUs are the numa-aware side's: the Numatopology is not parsed again here
-            device = extras.get("devices", {}).get(n.name)
-            inv = cached("inventory", n.name, (n.node, device),
-                         lambda: inventories.inventory(n.node, device, None))
-        except (ValueError, TypeError, KeyError):
+        if inv is None:
             nd = None
         else:
             # the pods there before this session (what this session placed is in the reservations, `taken_*`)
@@ -191,8 +186,21 @@ class DeviceShare:
             else:
                 base = self._empty_usage = self._empty_usage or inventories.usage(())
             nd = NodeDevices(inv, base, scores)
+            for plan in (self.placement.reserved_on.get(index, {}) if self.placement is not None else {}).values():
+                if isinstance(plan.devices, DevicePlan):
+                    self._reserve_into(nd, plan.devices)
         self._nodes[index] = nd
         return nd
+
+    def _inventory(self, index: int) -> inventories.NodeInventory | None:
+        """The node's device inventory (parsed once per resourceVersions across sessions), None if unreadable."""
+        n = self._ssn.nodes[index]
+        # CPUs are the numa-aware side's: the Numatopology is not parsed again here
+        device = self._ssn.snapshot.extras.get("devices", {}).get(n.name)
+        try:
+            return cached("inventory", n.name, (n.node, device), lambda: inventories.inventory(n.node, device, None))
+        except (ValueError, TypeError, KeyError):
+            return None
 
     def on_session_close(self, ssn: Session) -> None:
         if self.placement is not None:
@@ -383,11 +391,15 @@ class DeviceShare:
         return out
 
     def device_reserve(self, node: int, plan: Any) -> None:
-        nd = self.node(node)
-        if nd is None or not isinstance(plan, DevicePlan):
-            return
+        """Hold the plan's devices on the node's view; a node whose view is not built yet takes its reservations
+        (`Placement.reserved_on`) when it is."""
+        nd = self._nodes.get(node)
+        if nd is not None and isinstance(plan, DevicePlan):
+            self._reserve_into(nd, plan)
+
+    def _reserve_into(self, nd: NodeDevices, plan: DevicePlan) -> None:
         if plan.vgpu is not None or plan.dynamic_mig is not None:
-            plan = self._localize(nd, plan)
+            plan = self._localize(nd.inv, plan)
         nd.taken_gpus.update(plan.gpus)
         nd.taken_vfs.update(plan.vfs())
         if plan.rdma is not None:
@@ -408,11 +420,11 @@ class DeviceShare:
         nd.version += 1
 
     def device_release(self, node: int, plan: Any) -> None:
-        nd = self.node(node)
+        nd = self._nodes.get(node)  # not built: nothing held there yet
         if nd is None or not isinstance(plan, DevicePlan):
             return
         if plan.vgpu is not None or plan.dynamic_mig is not None:
-            plan = self._localize(nd, plan)
+            plan = self._localize(nd.inv, plan)
         nd.taken_gpus.difference_update(plan.gpus)
         nd.taken_vfs.difference_update(plan.vfs())
         if plan.rdma is not None:
@@ -448,31 +460,31 @@ class DeviceShare:
         rdma = tuple((g.minor, g.units, g.vfs) for g in plan.rdma.nics) if plan.rdma is not None else ()
         return (plan.gpus, rdma, vgpu, dyn, plan.mig)
 
-    def _localize(self, nd: NodeDevices, plan: DevicePlan) -> DevicePlan:
+    def _localize(self, inv: inventories.NodeInventory, plan: DevicePlan) -> DevicePlan:
         """The plan with this node's vGPU / MIG card UUIDs (a plan may come from another node of the same shape and
         state; whole-GPU UUIDs are looked up by index where the annotations are written)."""
         vgpu = plan.vgpu
         if vgpu is not None:
-            cards = {c.index: c.uuid for c in (nd.inv.volcano if vgpu.vendor == "volcano" else nd.inv.hami)}
+            cards = {c.index: c.uuid for c in (inv.volcano if vgpu.vendor == "volcano" else inv.hami)}
             vgpu = dataclasses.replace(vgpu, containers=tuple(
                 (c, tuple(dataclasses.replace(d, uuid=cards.get(d.index, d.uuid)) for d in devs))
                 for c, devs in vgpu.containers))
         dyn = plan.dynamic_mig
         if dyn is not None:
-            cards = {c.index: c.uuid for c in nd.inv.hami}
+            cards = {c.index: c.uuid for c in inv.hami}
             dyn = dataclasses.replace(dyn, instances=tuple(
                 dataclasses.replace(i, gpu_uuid=cards.get(i.gpu_index, i.gpu_uuid)) for i in dyn.instances))
         return dataclasses.replace(plan, vgpu=vgpu, dynamic_mig=dyn)
 
     def device_annotations(self, task: Task, node: int, plan: Any) -> dict[str, str]:
-        nd = self.node(node)
-        if nd is None or not isinstance(plan, DevicePlan):
+        inv = self._inventory(node)
+        if inv is None or not isinstance(plan, DevicePlan):
             return {}
         if plan.vgpu is not None or plan.dynamic_mig is not None:
-            plan = self._localize(nd, plan)
+            plan = self._localize(inv, plan)
         out: dict[str, str] = {}
         if plan.gpus or plan.rdma is not None:
-            gpus = [g for g in (nd.inv.gpu(i) for i in plan.gpus) if g is not None]
+            gpus = [g for g in (inv.gpu(i) for i in plan.gpus) if g is not None]
             out.update(rdmas.annotations(gpus, plan.rdma))
         if plan.vgpu is not None:
             out.update(vgpus.annotations(plan.vgpu, node=self.node_names[node], now=self.now))

@@ -436,13 +436,16 @@ class _ClassTable:
     """One task signature's answers per node class (arrays indexed by class id, grown as classes appear)."""
 
     __slots__ = ("arrays_seen", "bad", "class_seen", "device_score", "done", "node_bad", "numa_count", "reasons",
-                 "unresolvable")
+                 "uniform", "unresolvable")
     _PER_CLASS = ("bad", "device_score", "done", "numa_count", "reasons", "unresolvable")
 
     def __init__(self) -> None:
         self.node_bad: np.ndarray | None = None  # per node: fits and its class refuses (see Placement._rejected)
         self.arrays_seen = 0
         self.class_seen = 0
+        # (NUMA count, device score) shared by every class the task fits so far, None once two differ: scores
+        # over candidates are then constant (no per-node work)
+        self.uniform: tuple[float, float] | None | bool = True
         self.done = np.zeros(0, dtype=bool)
         self.bad = np.zeros(0, dtype=bool)
         self.unresolvable = np.zeros(0, dtype=bool)
@@ -466,8 +469,13 @@ class _ClassTable:
             self.reasons[cid] = result.reason
             self.unresolvable[cid] = result.unresolvable
         else:
-            self.numa_count[cid] = result.numa_count() if result.policy != NONE else 0
-            self.device_score[cid] = getattr(result.devices, "score", 0.0)
+            got = (float(result.numa_count() if result.policy != NONE else 0),
+                   float(getattr(result.devices, "score", 0.0)))
+            self.numa_count[cid], self.device_score[cid] = got
+            if self.uniform is True:
+                self.uniform = got
+            elif self.uniform != got:
+                self.uniform = None
 
 
 class Placement:
@@ -496,6 +504,7 @@ class Placement:
         self.cache: dict[tuple[Any, str], Plan | Rejection] = {}
         self.signatures: dict[str, str] = {}
         self.reserved: dict[str, tuple[int, Plan]] = {}
+        self.reserved_on: dict[int, dict[str, Plan]] = {}  # the same, per node
         self.placing: str | None = None  # the task whose placement is being reserved (on_allocate)
         self.closed = False
         self.version = 0  # bumped whenever a node's reservations (hence its class) change
@@ -554,10 +563,9 @@ class Placement:
                         continue
                     ann = (t.pod.get("metadata") or {}).get("annotations") or {}
                     free -= _held_cpus(ann, topo, free)
-                for n, plan in self.reserved.values() if self.held[node] else ():
-                    if n == node:
-                        for cpus in plan.cpus.values():
-                            free -= set(cpus)
+                for plan in self.reserved_on.get(node, {}).values():
+                    for cpus in plan.cpus.values():
+                        free.difference_update(cpus)
             self._free[node] = free
         return free
 
@@ -806,6 +814,8 @@ class Placement:
         if not self.task_info(task)[0] or not len(candidates):
             return np.zeros(len(candidates))
         table, cls = self._candidate_classes(task, candidates)
+        if isinstance(table.uniform, tuple):
+            return np.zeros(len(candidates))  # one NUMA count everywhere: normalised, every node scores 0
         counts = table.numa_count[cls]
         if not counts.any():
             return np.zeros(len(candidates))
@@ -815,6 +825,8 @@ class Placement:
         if not len(candidates) or not self.task_info(task)[0]:
             return np.zeros(len(candidates))
         table, cls = self._candidate_classes(task, candidates)
+        if isinstance(table.uniform, tuple):
+            return np.full(len(candidates), table.uniform[1])
         return table.device_score[cls]
 
     def on_allocate(self, task: Task) -> None:
@@ -831,10 +843,12 @@ class Placement:
             self.placing = None
         if not isinstance(got, Plan):
             return  # placed without passing our predicate (switch off): nothing to reserve
-        free = self.free_cpus(node)
-        for cpus in got.cpus.values():
-            free -= set(cpus)
+        free = self._free.get(node)
+        if free is not None:  # a node's free CPUs are worked out when first planned on, reservations included
+            for cpus in got.cpus.values():
+                free.difference_update(cpus)
         self.reserved[task.uid] = (node, got)
+        self.reserved_on.setdefault(node, {})[task.uid] = got
         if got.devices is not None and self.devices is not None:
             self.devices.device_reserve(node, got.devices)
         self._hold(node, self._plan_key(got), +1)
@@ -844,9 +858,11 @@ class Placement:
         if held is None:
             return
         node, plan = held
-        free = self.free_cpus(node)
-        for cpus in plan.cpus.values():
-            free |= set(cpus)
+        self.reserved_on.get(node, {}).pop(task.uid, None)
+        free = self._free.get(node)
+        if free is not None:
+            for cpus in plan.cpus.values():
+                free.update(cpus)
         if plan.devices is not None and self.devices is not None:
             self.devices.device_release(node, plan.devices)
         self._hold(node, self._plan_key(plan), -1)
