@@ -22,6 +22,7 @@ __all__ = [
     "GPU_TOPOLOGY_ANNOTATION",
     "HAMI_ALLOCATED_ANNOTATIONS",
     "HAMI_MIG_ALLOCATIONS_ANNOTATION",
+    "MIG_INSTANCES_ANNOTATION",
     "HAMI_REGISTER_ANNOTATION",
     "VOLCANO_ALLOCATED_ANNOTATIONS",
     "VOLCANO_REGISTER_ANNOTATION",
@@ -37,6 +38,7 @@ __all__ = [
     "decode_pod_devices",
     "inventory",
     "parse_hami_register",
+    "parse_instances_annotation",
     "parse_volcano_register",
     "usage",
 ]
@@ -46,6 +48,8 @@ VOLCANO_REGISTER_ANNOTATION = "volcano.sh/node-vgpu-register"
 GPU_TOPOLOGY_ANNOTATION = "lahar.sh/gpu-topology"
 DEVICE_ALLOCATED_ANNOTATION = "scheduling.koordinator.sh/device-allocated"
 HAMI_MIG_ALLOCATIONS_ANNOTATION = "hami.io/vgpu-mig-allocations"
+# lahar's record of the "mixed" MIG devices the scheduler counted a pod on (per-NUMA usage of static MIG devices)
+MIG_INSTANCES_ANNOTATION = "lahar.sh/mig-instances"
 # first present wins; the scheduler writes both with the same value
 HAMI_ALLOCATED_ANNOTATIONS = ("hami.io/vgpu-devices-allocated", "hami.io/vgpu-devices-to-allocate")
 VOLCANO_ALLOCATED_ANNOTATIONS = ("volcano.sh/vgpu-ids-new", "volcano.sh/devices-to-allocate")
@@ -405,7 +409,8 @@ class Usage:
     """What the pods on a node hold. `cards`: vGPU usage by card UUID (HAMi and Volcano pods both count: a node
     may register the same cards to both); `gpus`: whole GPUs by index (Koordinator `device-allocated`);
     `unplaced_gpus`: whole GPUs held by pods that do not say which; `vfs`: VF busIDs; `pfs`: NIC minor → units
-    held without a VF; `mig`: "mixed" MIG devices in use by profile; `mig_placements`: dynamic MIG instances."""
+    held without a VF; `mig`: "mixed" MIG devices in use by profile; `mig_placements`: dynamic MIG instances;
+    `mig_instances`: by profile, the "mixed" instance ids pods were recorded on (`lahar.sh/mig-instances`)."""
 
     cards: Mapping[str, CardUsage] = field(default_factory=dict)
     gpus: frozenset[int] = frozenset()
@@ -414,6 +419,7 @@ class Usage:
     pfs: Mapping[int, int] = field(default_factory=dict)
     mig: Mapping[str, int] = field(default_factory=dict)
     mig_placements: tuple[MIGPlacement, ...] = ()
+    mig_instances: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def card(self, uuid: str) -> CardUsage:
         return self.cards.get(uuid, _IDLE)
@@ -459,6 +465,7 @@ def usage(pods: Iterable[Mapping[str, Any]]) -> Usage:
     pfs: dict[int, int] = {}
     mig: dict[str, int] = {}
     placements: list[MIGPlacement] = []
+    instances: dict[str, frozenset[str]] = {}
     for pod in pods:
         if ((pod.get("status") or {}).get("phase")) in _TERMINAL:
             continue
@@ -495,7 +502,20 @@ def usage(pods: Iterable[Mapping[str, Any]]) -> Usage:
                 pfs[_int(r.get("minor"))] = pfs.get(_int(r.get("minor")), 0) + units
         for m in requests.mig_requests(pod):
             mig[m.profile] = mig.get(m.profile, 0) + m.count
+        for profile, ids in parse_instances_annotation(ann.get(MIG_INSTANCES_ANNOTATION, "")).items():
+            instances[profile] = instances.get(profile, frozenset()) | ids
         if not koord_gpus and not vgpu_seen:
             unplaced += requests.whole_gpus(pod, resources=("nvidia.com/gpu",))
     return Usage(cards=cards, gpus=frozenset(gpus), unplaced_gpus=unplaced, vfs=frozenset(vfs), pfs=pfs, mig=mig,
-                 mig_placements=tuple(placements))
+                 mig_placements=tuple(placements), mig_instances=instances)
+
+
+def parse_instances_annotation(raw: str) -> dict[str, frozenset[str]]:
+    """The inverse of `instances_annotation`; malformed input reads as no record."""
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(p): frozenset(str(i) for i in ids) for p, ids in data.items() if isinstance(ids, list)}

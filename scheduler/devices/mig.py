@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.admission import AdmissionConfig, MIGConfig
@@ -31,6 +31,9 @@ __all__ = [
     "fit_mixed",
     "free_mixed",
     "free_placement",
+    "choose_instances",
+    "free_instances",
+    "instances_annotation",
     "mixed_instances",
     "mixed_request",
     "profiles_for",
@@ -82,13 +85,40 @@ def fit_mixed(requests: Sequence[MIGRequest], inventory: NodeInventory, usage: U
     return None
 
 
-def mixed_instances(inventory: NodeInventory) -> dict[str, list[int | None]]:
-    """{profile: [NUMA node of each static MIG device]} from the GPUs' geometries (for NUMA hints)."""
-    out: dict[str, list[int | None]] = {}
+def mixed_instances(inventory: NodeInventory) -> dict[str, list[tuple[str, int | None]]]:
+    """{profile: [(instance id, NUMA node)]} of the static MIG devices in the GPUs' geometries (for NUMA hints and
+    the record of which instance a pod was counted on). An instance id is "<GPU index>/<ordinal of the profile on
+    that GPU>": node-agnostic and stable while the geometry is."""
+    out: dict[str, list[tuple[str, int | None]]] = {}
     for g in inventory.gpus:
         for profile, n in g.mig_devices:
-            out.setdefault(profile, []).extend([g.numa] * n)
+            out.setdefault(profile, []).extend((f"{g.index}/{k}", g.numa) for k in range(n))
     return out
+
+
+def free_instances(instances: Sequence[tuple[str, int | None]], recorded: Collection[str], used: int,
+                   taken: Collection[str] = ()) -> list[tuple[str, int | None]]:
+    """The instances of one profile still free: minus those pods were recorded on (`lahar.sh/mig-instances`) and
+    this session's `taken`; the `used` devices no record places (pods bound by others) are assumed to be the last
+    remaining ones, as the device plugin hands out instances in order."""
+    free = [i for i in instances if i[0] not in recorded and i[0] not in taken]
+    unrecorded = max(used - sum(1 for i in instances if i[0] in recorded), 0)
+    return free[:max(len(free) - unrecorded, 0)]
+
+
+def choose_instances(free: Sequence[tuple[str, int | None]], count: int,
+                     numa_nodes: Collection[int] | None) -> list[str] | None:
+    """`count` instance ids from `free`, those on `numa_nodes` (the merged hint) first, in order; None if short."""
+    if len(free) < count:
+        return None
+    inside = [i for i, numa in free if numa_nodes is None or (numa is not None and numa in numa_nodes)]
+    chosen = set(inside)
+    return (inside + [i for i, _ in free if i not in chosen])[:count]
+
+
+def instances_annotation(chosen: Mapping[str, Sequence[str]]) -> str:
+    """`lahar.sh/mig-instances` (`inventory.MIG_INSTANCES_ANNOTATION`): {"<profile>": ["<GPU>/<ordinal>", ...]}."""
+    return json.dumps({p: list(ids) for p, ids in sorted(chosen.items())}, separators=(",", ":"))
 
 
 # --- dynamic MIG ----------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,7 @@ class DevicePlan:
     mig: tuple[tuple[str, int], ...] = ()
     score: float = 0.0
     rdma_resource: str = "koordinator.sh/rdma"
+    mig_instances: tuple[tuple[str, tuple[str, ...]], ...] = ()  # "mixed" MIG: (profile, instance ids) counted
 
     def vfs(self) -> list[str]:
         return self.rdma.vfs() if self.rdma is not None else []
@@ -96,6 +97,7 @@ class NodeDevices:
     taken_vfs: set[str] = field(default_factory=set)
     taken_cards: dict[str, inventories.CardUsage] = field(default_factory=dict)
     taken_mig: dict[str, int] = field(default_factory=dict)
+    taken_mig_instances: dict[str, set[str]] = field(default_factory=dict)
     taken_pfs: dict[int, int] = field(default_factory=dict)
     taken_placements: list[inventories.MIGPlacement] = field(default_factory=list)
     version: int = 0
@@ -123,6 +125,11 @@ class NodeDevices:
                                  unplaced_gpus=self.base.unplaced_gpus, vfs=self.base.vfs | frozenset(self.taken_vfs),
                                  pfs=self._pfs(), mig=mig,
                                  mig_placements=self.base.mig_placements + tuple(self.taken_placements))
+
+    def free_mig(self, profile: str, instances: Sequence[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
+        """The free "mixed" MIG instances of `profile` (recorded pods' and this session's taken out)."""
+        return migs.free_instances(instances, self.base.mig_instances.get(profile, frozenset()),
+                                   self.base.mig.get(profile, 0), self.taken_mig_instances.get(profile, ()))
 
     def _pfs(self) -> Mapping[int, int]:
         if not self.taken_pfs:
@@ -279,16 +286,14 @@ class DeviceShare:
             out[resource] = hints.device_hints(req.rdma.count, devices, available, numa_nodes)
         if req.mig:
             instances = migs.mixed_instances(inv)
-            used = nd.usage().mig
             for profile, n in migs.mixed_request(req.mig).items():
-                numas = instances.get(profile, [])
-                free_n = max(inv.mig_capacity.get(profile, 0) - used.get(profile, 0), 0)
-                if not numas or any(x is None for x in numas):
+                insts = instances.get(profile, [])
+                if not insts or any(numa is None for _, numa in insts):
                     out[f"nvidia.com/mig-{profile}"] = None
                     continue
-                devices = {f"{profile}/{k}": [x] for k, x in enumerate(numas) if x is not None}
-                # which instances are in use is not recorded: assume the free ones are the last on each GPU
-                out[f"nvidia.com/mig-{profile}"] = hints.device_hints(n, devices, list(devices)[:free_n], numa_nodes)
+                devices = {i: [numa] for i, numa in insts if numa is not None}
+                free = [i for i, _ in nd.free_mig(profile, insts)]
+                out[f"nvidia.com/mig-{profile}"] = hints.device_hints(n, devices, free, numa_nodes)
         return out
 
     def device_allocate(self, task: Task, node: int, request: Any, hint: TopologyHint | None) -> DevicePlan | str:
@@ -351,11 +356,20 @@ class DeviceShare:
             used_after = total - len(free) + req.gpus
             score = 100.0 * (used_after / total if self.policy != vgpus.SPREAD else 1 - used_after / total)
         mig: list[tuple[str, int]] = []
+        mig_instances: list[tuple[str, tuple[str, ...]]] = []
         if req.mig:
             why = migs.fit_mixed(req.mig, inv, usage)
             if why is not None:
                 return why
             mig = sorted(migs.mixed_request(req.mig).items())
+            instances = migs.mixed_instances(inv)
+            for profile, n in mig:
+                if not instances.get(profile):
+                    continue  # no geometry published: counted, not placed
+                got_ids = migs.choose_instances(nd.free_mig(profile, instances[profile]), n, affinity)
+                if got_ids is None:
+                    return f"Insufficient nvidia.com/mig-{profile.replace('+', '.')}"
+                mig_instances.append((profile, tuple(got_ids)))
         rdma: rdmas.RDMAAllocation | None = None
         if req.rdma is not None:
             hint_rdma = req.hints.get("rdma")
@@ -368,7 +382,8 @@ class DeviceShare:
                 return got_rdma
             rdma = got_rdma
         return DevicePlan(tuple(chosen), rdma, vgpu_alloc, dynamic, tuple(mig), score,
-                          (req.rdma.vf_resource or "koordinator.sh/rdma") if req.rdma is not None else "")
+                          (req.rdma.vf_resource or "koordinator.sh/rdma") if req.rdma is not None else "",
+                          tuple(mig_instances))
 
     def device_numa(self, node: int, plan: Any) -> dict[int, dict[str, int]]:
         nd = self.node(node)
@@ -417,6 +432,8 @@ class DeviceShare:
                 nd.taken_cards[i.gpu_uuid] = u.plus(i.memory_mib, i.core)
         for profile, count in plan.mig:
             nd.taken_mig[profile] = nd.taken_mig.get(profile, 0) + count
+        for profile, ids in plan.mig_instances:
+            nd.taken_mig_instances.setdefault(profile, set()).update(ids)
         nd.version += 1
 
     def device_release(self, node: int, plan: Any) -> None:
@@ -449,6 +466,8 @@ class DeviceShare:
                 nd.taken_cards[uuid] = left
         for profile, count in plan.mig:
             nd.taken_mig[profile] = nd.taken_mig.get(profile, 0) - count
+        for profile, ids in plan.mig_instances:
+            nd.taken_mig_instances.get(profile, set()).difference_update(ids)
         nd.version += 1
 
     def device_key(self, plan: Any) -> Any:
@@ -458,7 +477,7 @@ class DeviceShare:
         dyn = tuple((i.gpu_index, i.profile, i.start, i.size) for i in plan.dynamic_mig.instances) \
             if plan.dynamic_mig is not None else ()
         rdma = tuple((g.minor, g.units, g.vfs) for g in plan.rdma.nics) if plan.rdma is not None else ()
-        return (plan.gpus, rdma, vgpu, dyn, plan.mig)
+        return (plan.gpus, rdma, vgpu, dyn, plan.mig, plan.mig_instances)
 
     def _localize(self, inv: inventories.NodeInventory, plan: DevicePlan) -> DevicePlan:
         """The plan with this node's vGPU / MIG card UUIDs (a plan may come from another node of the same shape and
@@ -490,6 +509,8 @@ class DeviceShare:
             out.update(vgpus.annotations(plan.vgpu, node=self.node_names[node], now=self.now))
         if plan.dynamic_mig is not None:
             out.update(migs.annotations(plan.dynamic_mig, node=self.node_names[node], now=self.now))
+        if plan.mig_instances:
+            out[inventories.MIG_INSTANCES_ANNOTATION] = migs.instances_annotation(dict(plan.mig_instances))
         return out
 
 

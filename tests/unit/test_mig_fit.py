@@ -198,7 +198,49 @@ def test_fit_mixed(a100: inv.NodeInventory, reqs: list[MIGRequest], used: dict[s
 
 
 def test_mixed_instances_and_pod_usage(a100: inv.NodeInventory) -> None:
-    assert mig.mixed_instances(a100) == {"1g.10gb": [0] * 8, "2g.20gb": [0] * 4, "3g.40gb": [0] * 4}
+    got = mig.mixed_instances(a100)
+    assert {p: [numa for _, numa in v] for p, v in got.items()} == {"1g.10gb": [0] * 8, "2g.20gb": [0] * 4,
+                                                                    "3g.40gb": [0] * 4}
+    assert [i for i, _ in got["1g.10gb"]][:3] == ["0/0", "0/1", "1/0"]  # "<GPU index>/<ordinal on that GPU>"
     pods: list[dict[str, Any]] = [{"metadata": {}, "spec": {"containers": [
         {"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 8}}}]}}]
     assert mig.fit_mixed([_m("1g.10gb", 1)], a100, inv.usage(pods)) == "Insufficient nvidia.com/mig-1g.10gb"
+
+
+# --- which "mixed" MIG instances are free: recorded, unrecorded and this session's -------------------------------
+
+_INSTANCES = [("0/0", 0), ("0/1", 0), ("1/0", 1), ("1/1", 1)]
+
+
+@pytest.mark.parametrize(("recorded", "used", "taken", "free"), [
+    pytest.param(set(), 0, set(), ["0/0", "0/1", "1/0", "1/1"], id="nothing-used"),
+    pytest.param({"0/0"}, 1, set(), ["0/1", "1/0", "1/1"], id="a-recorded-pod-holds-its-instance"),
+    pytest.param(set(), 1, set(), ["0/0", "0/1", "1/0"], id="an-unrecorded-pod-is-assumed-on-the-last-free-one"),
+    pytest.param({"1/1"}, 2, set(), ["0/0", "0/1"], id="recorded-and-unrecorded-together"),
+    pytest.param(set(), 0, {"0/1"}, ["0/0", "1/0", "1/1"], id="this-session-took-one"),
+    pytest.param(set(), 9, set(), [], id="more-used-than-exist"),
+])
+def test_free_instances_table(recorded: set[str], used: int, taken: set[str], free: list[str]) -> None:
+    assert [i for i, _ in mig.free_instances(_INSTANCES, recorded, used, taken)] == free
+
+
+@pytest.mark.parametrize(("count", "numa", "chosen"), [
+    pytest.param(1, None, ["0/0"], id="no-hint-first-free"),
+    pytest.param(1, {1}, ["1/0"], id="the-hinted-numa-node-first"),
+    pytest.param(3, {1}, ["1/0", "1/1", "0/0"], id="best-effort-spills-outside-the-hint"),
+    pytest.param(5, None, None, id="short"),
+])
+def test_choose_instances_table(count: int, numa: set[int] | None, chosen: list[str] | None) -> None:
+    assert mig.choose_instances(_INSTANCES, count, numa) == chosen
+
+
+def test_instances_annotation_round_trips_and_ignores_garbage() -> None:
+    raw = mig.instances_annotation({"1g.10gb": ["0/1", "1/0"]})
+    assert raw == '{"1g.10gb":["0/1","1/0"]}'
+    assert inv.parse_instances_annotation(raw) == {"1g.10gb": frozenset({"0/1", "1/0"})}
+    for bad in ("", "{nope", "[1]", '{"1g.10gb": 3}'):
+        assert inv.parse_instances_annotation(bad) == {}
+    pod = {"metadata": {"annotations": {inv.MIG_INSTANCES_ANNOTATION: raw}}, "spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 2}}}]}}
+    used = inv.usage([pod])
+    assert used.mig == {"1g.10gb": 2} and used.mig_instances == {"1g.10gb": frozenset({"0/1", "1/0"})}

@@ -222,6 +222,26 @@ def test_mig_mixed_devices_are_counted_in_the_session() -> None:
     assert len(d.binds) == int(count)
 
 
+def test_mixed_mig_instances_are_recorded_and_never_given_twice() -> None:
+    """Each "mixed" MIG device the scheduler counts a pod on is recorded (`lahar.sh/mig-instances`, "<GPU>/<k>");
+    a running pod's record keeps its instance out, and pods of one session get distinct instances."""
+    objs = _objs("mixed", 1)
+    cap = {k: v for k, v in objs["nodes"][0]["status"]["allocatable"].items() if k.startswith("nvidia.com/mig-")}
+    resource = sorted(cap)[0]
+    profile = resource.removeprefix("nvidia.com/mig-")
+    busy = dpod("busy", extra={resource: "1"},
+                annotations={"lahar.sh/mig-instances": json.dumps({profile: ["0/0"]})})
+    busy["spec"]["nodeName"] = objs["nodes"][0]["metadata"]["name"]
+    busy["status"]["phase"] = "Running"
+    pods = [dpod(f"p{i}", extra={resource: "1"}) for i in range(3)]
+    _, d = session([*pods, busy], objs, min_member=3,
+                   conf=tiers_conf("allocate", ["gang"], ["predicates", "deviceshare"]))
+    assert len(d.binds) == 3
+    got = [json.loads(d.annotations[b.uid]["lahar.sh/mig-instances"])[profile] for b in d.binds]
+    ids = [i for one in got for i in one]
+    assert all(len(one) == 1 for one in got) and len(set(ids)) == 3 and "0/0" not in ids
+
+
 def test_malformed_joint_annotation_is_unschedulable_with_its_message() -> None:
     p = dpod("p1", gpus=1, vfs=1, annotations={"scheduling.koordinator.sh/device-joint-allocate": "{nope"})
     _, d = session([p], _objs("dgx-h100", 1), min_member=1)
