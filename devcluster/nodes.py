@@ -24,16 +24,19 @@ from typing import Any
 from devcluster.profiles import NodeGroup, Profile
 from kube import errors
 from kube.client import ClusterClient, Obj
+from kube.quantity import Format, Quantity
 from kube.quantity import parse as parse_quantity
 
 __all__ = [
     "GPU_MODELS",
     "GPU_TOPOLOGY_ANNOTATION",
+    "NUMA_MEMORY_ANNOTATION",
     "GPUModel",
     "build",
     "cpuset",
     "gpu_topology",
     "node_names",
+    "numa_memory",
     "plan_names",
     "publish",
 ]
@@ -41,6 +44,9 @@ __all__ = [
 _NS = uuid.UUID("6c616861-7200-4000-8000-000000000000")  # "lahar": names → stable UUIDs
 KUBELET_VERSION = "v1.32.0"
 GPU_TOPOLOGY_ANNOTATION = "lahar.sh/gpu-topology"
+# on the Numatopology: allocatable memory and hugepages per NUMA node (Volcano's `numares` has no per-NUMA memory,
+# and a real Volcano CRD prunes unknown spec fields), read by the scheduler's numa-aware memory hints
+NUMA_MEMORY_ANNOTATION = "lahar.sh/numa-memory"
 
 
 @dataclass(frozen=True)
@@ -440,6 +446,26 @@ def _go_omitempty(d: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in d.items() if v}
 
 
+def numa_memory(group: NodeGroup) -> dict[str, dict[str, str]]:
+    """Allocatable memory and hugepages per NUMA node (the `lahar.sh/numa-memory` annotation's content): the node's
+    allocatable (capacity − reserved, as on the Node) split evenly over its NUMA nodes, in Ki for memory and in
+    whole pages for hugepages; what does not divide evenly goes to the lowest NUMA ids."""
+    sizes = {"memory": (_ki(group.memory), 1024)}
+    for size, value in group.hugepages.items():
+        sizes[f"hugepages-{size}"] = (value, max(1, parse_quantity(size).value()))
+    per_numa: dict[str, dict[str, str]] = {str(n): {} for n in range(group.numa_nodes)}
+    for resource, (capacity, unit) in sorted(sizes.items()):
+        total = parse_quantity(capacity).value()
+        if resource in group.reserved:
+            total -= parse_quantity(group.reserved[resource]).value()
+        units, _ = divmod(max(0, total), unit)
+        share, extra = divmod(units, group.numa_nodes)
+        for n in range(group.numa_nodes):
+            amount = (share + (1 if n < extra else 0)) * unit
+            per_numa[str(n)][resource] = Quantity(amount, Format.BINARY_SI).canonical
+    return per_numa
+
+
 def _numatopology(group: NodeGroup, name: str) -> Obj:
     cpus = cpu_layout(group)
     reserved_cpus = 0
@@ -454,8 +480,9 @@ def _numatopology(group: NodeGroup, name: str) -> Obj:
         spec["resReserved"] = dict(group.reserved)
     spec["numares"] = {"cpu": {"allocatable": cpuset(allocatable), "capacity": len(cpus)}}
     spec["cpuDetail"] = {str(c.id): _go_omitempty({"numa": c.numa, "socket": c.socket, "core": c.core}) for c in cpus}
+    memory = json.dumps(numa_memory(group), sort_keys=True, separators=(",", ":"))
     return {"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology",
-            "metadata": {"name": name}, "spec": spec}
+            "metadata": {"name": name, "annotations": {NUMA_MEMORY_ANNOTATION: memory}}, "spec": spec}
 
 
 def _device(group: NodeGroup, name: str, devices: list[_PCIDevice]) -> Obj | None:

@@ -37,6 +37,7 @@ from scheduler.topology import (
     TOPOLOGY_AFFINITY_MESSAGE,
     PolicyOptionError,
     TopologyHint,
+    bitmask,
     hints,
     merge,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "OPTIONS_ANNOTATION",
     "SCOPE_ANNOTATION",
     "TOPOLOGY_DECISION_ANNOTATION",
+    "NUMA_MEMORY_ANNOTATION",
     "DeviceSide",
     "NodeTopology",
     "NumaAware",
@@ -58,6 +60,7 @@ __all__ = [
     "Plan",
     "Rejection",
     "container_cpu_requests",
+    "container_memory_requests",
     "decision_annotation",
     "effective_policy",
     "explain",
@@ -67,6 +70,7 @@ __all__ = [
     "cached",
     "placement",
     "take_cpus",
+    "take_memory",
 ]
 
 NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
@@ -75,6 +79,8 @@ ALLOCATION_ANNOTATION = "lahar.sh/numa-allocation"  # exact CPUs / NUMA nodes ch
 OPTIONS_ANNOTATION = "lahar.sh/topology-manager-policy-options"  # node: the kubelet's options, JSON object
 SCOPE_ANNOTATION = "lahar.sh/topology-manager-scope"  # node: container (default) | pod
 DISTANCES_ANNOTATION = "lahar.sh/numa-distances"  # node: {"0": [10, 21], "1": [21, 10]}
+# Numatopology: allocatable memory and hugepages per NUMA node, {"0": {"memory": "1Ti", "hugepages-1Gi": "0"}}
+NUMA_MEMORY_ANNOTATION = "lahar.sh/numa-memory"
 
 _RANK = {NONE: 0, BEST_EFFORT: 1, RESTRICTED: 2, SINGLE_NUMA_NODE: 3}
 
@@ -106,6 +112,9 @@ class NodeTopology:
     cpu_socket: Mapping[int, int]
     cpu_core: Mapping[int, int]
     allocatable: frozenset[int]  # the shared pool the CPU manager may hand out
+    # allocatable bytes per NUMA node and resource (`memory`, `hugepages-<size>`) from `lahar.sh/numa-memory`;
+    # None: not published (or malformed), memory gives no preference
+    memory: Mapping[int, Mapping[str, int]] | None = None
 
     @property
     def static(self) -> bool:
@@ -157,7 +166,8 @@ def node_topology(numatopology: Mapping[str, Any], node: Mapping[str, Any] | Non
     distances_raw = ann.get(DISTANCES_ANNOTATION)
     distances = ({int(k): [int(x) for x in v] for k, v in json.loads(distances_raw).items()}
                  if distances_raw else None)
-    numa_nodes = tuple(sorted(set(cpu_numa.values()) | set(distances or {}))) or (0,)
+    memory = _numa_memory(meta.get("annotations") or {})
+    numa_nodes = tuple(sorted(set(cpu_numa.values()) | set(distances or {}) | set(memory or {}))) or (0,)
     return NodeTopology(
         name=meta.get("name") or "",
         numa_nodes=numa_nodes,
@@ -168,7 +178,37 @@ def node_topology(numatopology: Mapping[str, Any], node: Mapping[str, Any] | Non
         distances=distances,
         cpu_numa=cpu_numa, cpu_socket=cpu_socket, cpu_core=cpu_core,
         allocatable=allocatable & frozenset(cpu_numa) if cpu_numa else allocatable,
+        memory=memory,
     )
+
+
+def _is_memory(resource: str) -> bool:
+    return resource == "memory" or resource.startswith("hugepages-")
+
+
+def _numa_memory(annotations: Mapping[str, Any]) -> dict[int, dict[str, int]] | None:
+    """`lahar.sh/numa-memory` → {NUMA id: {resource: bytes}}; None when absent or malformed (never raises)."""
+    raw = annotations.get(NUMA_MEMORY_ANNOTATION)
+    if not raw or not isinstance(raw, str):
+        return None
+    try:
+        body = json.loads(raw)
+        if not isinstance(body, dict) or not body:
+            return None
+        out: dict[int, dict[str, int]] = {}
+        for numa_id, res in body.items():
+            if not isinstance(res, dict):
+                return None
+            slot = out[int(numa_id)] = {}
+            for r, v in res.items():
+                if not _is_memory(str(r)) or isinstance(v, bool) or not isinstance(v, (str, int)):
+                    return None
+                slot[str(r)] = quantity.parse(v).value()
+                if slot[str(r)] < 0 or int(numa_id) < 0:
+                    return None
+        return out
+    except (ValueError, TypeError, ArithmeticError):
+        return None
 
 
 def _resources(container: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
@@ -275,9 +315,94 @@ def take_cpus(available: Iterable[int], count: int, topo: NodeTopology,
     return sorted(result)
 
 
+def container_memory_requests(pod: Mapping[str, Any], scope: str = "container") -> list[dict[str, int]]:
+    """What the static memory manager pins (`getRequestedResources`): `memory` and `hugepages-*` bytes of each app
+    container of a Guaranteed pod ([] otherwise); pod scope: one entry for the pod (`pod_request` per resource,
+    init containers and sidecars included). Zero requests are left out."""
+    if not is_guaranteed(pod):
+        return []
+    spec = pod.get("spec") or {}
+
+    def requests(c: Mapping[str, Any]) -> dict[str, int]:
+        wanted, _ = _resources(c)
+        return {r: v for r, v in ((str(r), quantity.parse(q).value()) for r, q in wanted.items() if _is_memory(str(r)))
+                if v > 0}
+
+    apps = [requests(c) for c in spec.get("containers") or ()]
+    if scope != "pod":
+        return apps
+    inits = [(requests(c), c.get("restartPolicy") == "Always") for c in spec.get("initContainers") or ()]
+    names = sorted({r for req in apps for r in req} | {r for req, _ in inits for r in req})
+    total = {r: hints.pod_request([(req.get(r, 0), side) for req, side in inits], [req.get(r, 0) for req in apps])
+             for r in names}
+    return [{r: v for r, v in total.items() if v > 0}]
+
+
+def _best_memory_hint(candidates: Sequence[TopologyHint]) -> TopologyHint | None:
+    """The memory manager's `findBestHint`: preferred first, then the narrowest (fewest nodes, lowest mask)."""
+    best: TopologyHint | None = None
+    for h in candidates:
+        if best is None or (h.preferred and not best.preferred) or (
+                h.preferred == best.preferred and h.mask is not None and best.mask is not None
+                and bitmask.is_narrower(h.mask, best.mask)):
+            best = h
+    return best
+
+
+def take_memory(requests: Mapping[str, int], machine: Mapping[int, hints.NUMAMemory],
+                affinity: Iterable[int] | None,
+                generated: Mapping[str, list[TopologyHint]] | None = None) -> dict[int, dict[str, int]] | None:
+    """The static memory manager's `Allocate` for one container (or pod): the merged hint's NUMA nodes, the
+    default hint when the merge had no preference, extended to the best hint containing it when its nodes lack the
+    free memory; then every resource is taken from the nodes in id order, each filled before the next. None when
+    no NUMA nodes can hold the request (the kubelet would fail the pod's admission). `generated`: the hints
+    `hints.memory_hints(requests, machine)` already gave, if at hand."""
+    if not requests:
+        return {}
+    if generated is None:
+        generated = hints.memory_hints(requests, machine)
+    offered = generated.get("memory") or next(iter(generated.values()), [])
+    nodes = None if affinity is None else frozenset(affinity)
+    if nodes is None:
+        best = _best_memory_hint(offered)
+        if best is None:
+            return None
+        nodes = best.affinity or frozenset()
+
+    def satisfied(ids: frozenset[int]) -> bool:
+        return all(sum(max(0, machine[n].free.get(r, 0)) for n in ids if n in machine) >= size
+                   for r, size in requests.items())
+
+    if not satisfied(nodes):
+        best = _best_memory_hint([h for h in offered if h.affinity is not None and nodes <= h.affinity])
+        if best is None or best.affinity is None:
+            return None
+        nodes = best.affinity
+    out: dict[int, dict[str, int]] = {}
+    for r, size in requests.items():
+        left = size
+        for n in sorted(nodes):
+            free = machine[n].free.get(r, 0) if n in machine else 0
+            if free <= 0:
+                continue
+            taken = min(free, left)
+            out.setdefault(n, {})[r] = taken
+            left -= taken
+            if not left:
+                break
+        if left:
+            return None
+    return out
+
+
+def _quantity_text(resource: str, value: int) -> str:
+    return quantity.Quantity(value, quantity.Format.BINARY_SI).canonical if _is_memory(resource) else str(value)
+
+
 def decision_annotation(per_numa: Mapping[int, Mapping[str, int]]) -> str:
-    """Volcano's `PodResourceDecision` JSON: `{"numa": {"<id>": {"<resource>": "<quantity>"}}}`."""
-    body = {str(n): {r: str(v) for r, v in sorted(res.items()) if v}
+    """Volcano's `PodResourceDecision` JSON: `{"numa": {"<id>": {"<resource>": "<quantity>"}}}` (memory and
+    hugepages in bytes, rendered as binary-SI quantities: `16Gi`)."""
+    body = {str(n): {r: _quantity_text(r, v) for r, v in sorted(res.items()) if v}
             for n, res in sorted(per_numa.items()) if any(res.values())}
     return orjson.dumps({"numa": body}, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -313,10 +438,18 @@ class Plan:
     devices: Any = None
     numa: frozenset[int] = frozenset()
     per_numa: dict[int, dict[str, int]] = field(default_factory=dict)
+    memory: dict[int, dict[str, int]] = field(default_factory=dict)  # memory/hugepages bytes per NUMA node
     _rendered: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _memory_key: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     def numa_count(self) -> int:
         return len(self.numa)
+
+    def memory_key(self) -> tuple[Any, ...]:
+        """The memory taken, as a hashable node-agnostic key (part of the node's reservation key)."""
+        if self._memory_key is None:
+            self._memory_key = tuple(sorted((n, tuple(sorted(r.items()))) for n, r in self.memory.items()))
+        return self._memory_key
 
     def rendered(self) -> dict[str, str]:
         """The NUMA annotations (`volcano.sh/topology-decision`, `lahar.sh/numa-allocation`): node-agnostic, so
@@ -400,7 +533,9 @@ def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] 
     dev = _UUID.sub("", repr((ann.get("lahar.sh/gpu-topology"), ann.get("hami.io/node-nvidia-register"),
                               ann.get("volcano.sh/node-vgpu-register"))))
     spec = (numatopology or {}).get("spec") or {}
-    numa = repr((spec.get("policies"), spec.get("numares"), spec.get("resReserved"), spec.get("cpuDetail")))
+    numa_ann = ((numatopology or {}).get("metadata") or {}).get("annotations") or {}
+    numa = repr((spec.get("policies"), spec.get("numares"), spec.get("resReserved"), spec.get("cpuDetail"),
+                 numa_ann.get(NUMA_MEMORY_ANNOTATION)))
     # a whole-GPU device's id is its UUID: stripped, like the names (mapped back per node at close)
     devices = _UUID.sub("", repr(((device or {}).get("spec") or {}).get("devices")))
     return hash((repr((obj.get("status") or {}).get("allocatable")), dev, numatopology is None, numa,
@@ -492,6 +627,7 @@ class Placement:
         # per-node state is built lazily: only nodes a plan is made for (class representatives) are parsed
         self._topologies: dict[int, NodeTopology | None] = {}
         self._free: dict[int, set[int]] = {}
+        self._free_memory: dict[int, dict[int, dict[str, int]]] = {}
         # node equivalence classes: nodes with the same fingerprint (inventory and pods, names and UUIDs aside)
         # and the same tasks reserved this session get the same plan, so one node per class is planned
         self.shape = [_fingerprint(n, self._numatopos.get(n.name), devices.get(n.name)) for n in nodes]
@@ -523,7 +659,7 @@ class Placement:
 
     def _plan_key(self, plan: Plan) -> Any:
         dev = self.devices.device_key(plan.devices) if plan.devices is not None and self.devices is not None else None
-        return (tuple(sorted((c, tuple(v)) for c, v in plan.cpus.items())), dev)
+        return (tuple(sorted((c, tuple(v)) for c, v in plan.cpus.items())), dev, plan.memory_key())
 
     def _hold(self, node: int, key: Any, delta: int) -> None:
         held = self.held[node]
@@ -567,6 +703,26 @@ class Placement:
                     for cpus in plan.cpus.values():
                         free.difference_update(cpus)
             self._free[node] = free
+        return free
+
+    def free_memory(self, node: int) -> dict[int, dict[str, int]] | None:
+        """The node's free memory and hugepages bytes per NUMA node: the Numatopology's `lahar.sh/numa-memory`
+        allocatable minus what running pods hold (their `volcano.sh/topology-decision`) minus this session's
+        reservations. None when the node publishes no (valid) per-NUMA memory: memory gives no preference."""
+        topo = self.topology(node)
+        if topo is None or topo.memory is None:
+            return None
+        free = self._free_memory.get(node)
+        if free is None:
+            free = {n: dict(topo.memory.get(n, {})) for n in topo.numa_nodes}
+            for t in self.ssn.nodes[node].tasks.values():
+                if t.status not in ALLOCATED and t.status is not TaskStatus.RELEASING:
+                    continue
+                ann = (t.pod.get("metadata") or {}).get("annotations") or {}
+                _subtract(free, _held_memory(ann), -1)
+            for plan in self.reserved_on.get(node, {}).values():
+                _subtract(free, plan.memory, -1)
+            self._free_memory[node] = free
         return free
 
     # --- planning ------------------------------------------------------------------------------------------------
@@ -641,6 +797,10 @@ class Placement:
             device_providers = got
         capacity = topo.capacity()
         free = set(self.free_cpus(node)) if topo.static else set()
+        # the static memory manager's view: Guaranteed pods on nodes publishing memory per NUMA node
+        free_mem = self.free_memory(node) if self.cpu_side else None
+        mem_requests = container_memory_requests(pod, topo.scope) if free_mem is not None else []
+        mem_scratch = {n: dict(r) for n, r in free_mem.items()} if free_mem is not None and mem_requests else {}
         containers = cpu_requests or [((c.get("name") or ""), 0) for c in (pod.get("spec") or {}).get("containers")
                                       or ()] or [("", 0)]
         # which container holds the devices: the first one asking for any of them (pod-level requests otherwise)
@@ -661,10 +821,20 @@ class Placement:
                     else None
                 providers.append(cpu_p)
                 providers.append(device_providers)
+                mem_req = mem_requests[0] if mem_requests else {}
+                machine = _machine(topo, mem_scratch) if mem_req else {}
+                mem_p = hints.memory_hints(mem_req, machine) if mem_req else None
+                if mem_p is not None:
+                    providers.append(mem_p)
                 hint, admit = merge(policy, providers, numa_nodes, topo.options, topo.distances)
-                plan.merges.append(_explain("(pod)", cpu_p, device_providers, hint, admit))
+                plan.merges.append(_explain("(pod)", cpu_p, device_providers, hint, admit, mem_p))
                 if not admit:
-                    return _reject(plan, _numa_reason("pod", policy))
+                    return _reject(plan, _numa_reason("pod", policy, _memory_short(policy, mem_req, machine, topo)))
+                if mem_req:
+                    got_mem = take_memory(mem_req, machine, hint.affinity, mem_p)
+                    if got_mem is None:
+                        return _reject(plan, _memory_reason("pod", _memory_short(None, mem_req, machine, topo)))
+                    _subtract(plan.memory, got_mem, +1, grow=True)
                 hints_by_container = [hint] * len(containers)
             else:
                 hints_by_container = []
@@ -673,10 +843,20 @@ class Placement:
                 for idx, (name, n) in enumerate(containers):
                     cpu_p = hints.cpu_provider(n, capacity, topo.per_numa(scratch)) if n and topo.static else None
                     dev_p = device_providers if idx == dev_container else None
-                    hint, admit = merge(policy, [cpu_p, dev_p], numa_nodes, topo.options, topo.distances)
-                    plan.merges.append(_explain(name, cpu_p, dev_p, hint, admit))
+                    mem_req = mem_requests[idx] if idx < len(mem_requests) else {}
+                    machine = _machine(topo, mem_scratch) if mem_req else {}
+                    mem_p = hints.memory_hints(mem_req, machine) if mem_req else None
+                    hint, admit = merge(policy, [cpu_p, dev_p] if mem_p is None else [cpu_p, dev_p, mem_p],
+                                        numa_nodes, topo.options, topo.distances)
+                    plan.merges.append(_explain(name, cpu_p, dev_p, hint, admit, mem_p))
                     if not admit:
-                        return _reject(plan, _numa_reason(name, policy))
+                        return _reject(plan, _numa_reason(name, policy, _memory_short(policy, mem_req, machine, topo)))
+                    if mem_req:
+                        got_mem = take_memory(mem_req, machine, hint.affinity, mem_p)
+                        if got_mem is None:
+                            return _reject(plan, _memory_reason(name, _memory_short(None, mem_req, machine, topo)))
+                        _subtract(mem_scratch, got_mem, -1)
+                        _subtract(plan.memory, got_mem, +1, grow=True)
                     hints_by_container.append(hint)
                     if n:
                         got_cpus = take_cpus(scratch, n, topo, hint.affinity)
@@ -712,6 +892,7 @@ class Placement:
                 slot = per_numa.setdefault(numa_id, {})
                 for r, v in res.items():
                     slot[r] = slot.get(r, 0) + v
+        _subtract(per_numa, plan.memory, +1, grow=True)
         plan.per_numa = per_numa
         plan.numa = frozenset(n for n, r in per_numa.items() if any(r.values()))
         return plan
@@ -847,6 +1028,8 @@ class Placement:
         if free is not None:  # a node's free CPUs are worked out when first planned on, reservations included
             for cpus in got.cpus.values():
                 free.difference_update(cpus)
+        if got.memory and node in self._free_memory:
+            _subtract(self._free_memory[node], got.memory, -1)
         self.reserved[task.uid] = (node, got)
         self.reserved_on.setdefault(node, {})[task.uid] = got
         if got.devices is not None and self.devices is not None:
@@ -863,6 +1046,8 @@ class Placement:
         if free is not None:
             for cpus in plan.cpus.values():
                 free.update(cpus)
+        if plan.memory and node in self._free_memory:
+            _subtract(self._free_memory[node], plan.memory, +1)
         if plan.devices is not None and self.devices is not None:
             self.devices.device_release(node, plan.devices)
         self._hold(node, self._plan_key(plan), -1)
@@ -901,6 +1086,9 @@ class Placement:
                 else:
                     entry.update(admit=True, reason="", policy=got.policy, merges=got.merges,
                                  numa=sorted(got.numa), cpus={c: _cpuset(v) for c, v in got.cpus.items()})
+                    if got.memory:
+                        entry["memory"] = {str(n): {r: _quantity_text(r, v) for r, v in sorted(res.items())}
+                                           for n, res in sorted(got.memory.items())}
             out.append(entry)
         return out
 
@@ -934,7 +1122,38 @@ def _reject(plan: Plan, reason: str, unresolvable: bool = False) -> Rejection:
     return Rejection(reason, unresolvable, tuple(plan.merges))
 
 
-def _numa_reason(container: str, policy: str) -> str:
+def _machine(topo: NodeTopology, free: Mapping[int, Mapping[str, int]]) -> dict[int, hints.NUMAMemory]:
+    """The memory manager's machine state for `hints.memory_hints`: allocatable and free bytes per NUMA node."""
+    memory = topo.memory or {}
+    return {n: hints.NUMAMemory(memory.get(n, {}), {r: max(0, v) for r, v in free.get(n, {}).items()})
+            for n in topo.numa_nodes}
+
+
+def _memory_short(policy: str | None, requests: Mapping[str, int], machine: Mapping[int, hints.NUMAMemory],
+                  topo: NodeTopology) -> list[str]:
+    """Which of the memory resources are to blame (only asked on a refusal): those no NUMA nodes can hold, or
+    (with `policy`) whose hints alone the policy would not admit; every requested one when only together."""
+    if not requests:
+        return []
+    short = []
+    for r in sorted(requests):
+        alone = hints.memory_hints({r: requests[r]}, machine)
+        if not alone or (policy is not None and not merge(policy, [alone], list(topo.numa_nodes), topo.options,
+                                                          topo.distances)[1]):
+            short.append(r)
+    if short or policy is not None:
+        return short
+    return sorted(requests)
+
+
+def _memory_reason(container: str, short: Sequence[str]) -> str:
+    return f"container {container} cannot be assigned by numa: not enough free {', '.join(short)} on NUMA nodes"
+
+
+def _numa_reason(container: str, policy: str, memory_short: Sequence[str] = ()) -> str:
+    if memory_short:
+        return (f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE}): "
+                f"not enough free {', '.join(memory_short)} on NUMA nodes")
     return f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE})"
 
 
@@ -948,12 +1167,15 @@ def _provider_json(p: Any) -> Any:
     return {r: (None if hs is None else [_hint_json(h) for h in hs]) for r, hs in p.items()}
 
 
-def _explain(container: str, cpu: Any, devices: Any, hint: TopologyHint, admit: bool) -> dict[str, Any]:
+def _explain(container: str, cpu: Any, devices: Any, hint: TopologyHint, admit: bool,
+             memory: Any = None) -> dict[str, Any]:
     providers: dict[str, Any] = {}
     if cpu is not None:
         providers.update(_provider_json(cpu))
     if devices is not None:
         providers.update(_provider_json(devices))
+    if memory is not None:
+        providers.update(_provider_json(memory))
     return {"container": container, "providers": providers, "hint": _hint_json(hint), "admit": admit}
 
 
@@ -972,6 +1194,44 @@ def _cpuset(cpus: Iterable[int]) -> str:
     if start is not None:
         parts.append(f"{start}-{prev}" if start != prev else str(start))
     return ",".join(parts)
+
+
+def _subtract(free: dict[int, dict[str, int]], held: Mapping[int, Mapping[str, int]], sign: int,
+              grow: bool = False) -> None:
+    """free[n][r] += sign * held[n][r] for the NUMA nodes `free` knows (every node of `held` with `grow`)."""
+    for n, res in held.items():
+        slot = free.get(n)
+        if slot is None:
+            if not grow:
+                continue
+            slot = free[n] = {}
+        for r, v in res.items():
+            slot[r] = slot.get(r, 0) + sign * v
+
+
+def _held_memory(annotations: Mapping[str, str]) -> dict[int, dict[str, int]]:
+    """Memory and hugepages a running pod holds per NUMA node, from its `volcano.sh/topology-decision`."""
+    raw = annotations.get(TOPOLOGY_DECISION_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        numa = json.loads(raw).get("numa") or {}
+    except (ValueError, AttributeError):
+        return {}
+    out: dict[int, dict[str, int]] = {}
+    if not isinstance(numa, dict):
+        return out
+    for numa_id, res in numa.items():
+        if not isinstance(res, dict):
+            continue
+        for r, v in res.items():
+            if not _is_memory(str(r)):
+                continue
+            try:
+                out.setdefault(int(numa_id), {})[str(r)] = max(0, quantity.parse(v).value())
+            except (ValueError, TypeError, ArithmeticError):
+                continue
+    return out
 
 
 def _held_cpus(annotations: Mapping[str, str], topo: NodeTopology, free: set[int]) -> set[int]:

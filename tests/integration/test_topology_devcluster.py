@@ -160,7 +160,8 @@ def test_gang_topology_placements(cluster: RestClient) -> None:
         decision = json.loads(ann["volcano.sh/topology-decision"])["numa"]
         assert len(decision) == 1
         (numa, res), = decision.items()
-        assert res == {"cpu": "4", "nvidia.com/gpu": "1", "nvidia.com/rdma_vf": "1"}
+        # memory too: devcluster's Numatopology publishes it per NUMA node (lahar.sh/numa-memory)
+        assert res == {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1", "nvidia.com/rdma_vf": "1"}
         topo = _topology(client, p["spec"]["nodeName"])
         (pair,) = json.loads(ann["lahar.sh/gpu-rdma-pairs"])
         gpu_numa = {g["index"]: g["numa"] for g in topo["gpus"]}
@@ -200,6 +201,8 @@ def test_gang_topology_placements(cluster: RestClient) -> None:
     for e in free:  # nothing of the gang is placed now: a single pod fits one NUMA node of an empty node
         assert e["admit"] is True and e["policy"] == "single-numa-node" and len(e["numa"]) == 1
         (merge,) = e["merges"]
-        assert set(merge["providers"]) == {"cpu", "nvidia.com/gpu"} and merge["hint"]["preferred"] is True
+        # memory is a provider too (devcluster publishes lahar.sh/numa-memory): 16Gi fits either NUMA node
+        assert set(merge["providers"]) == {"cpu", "memory", "nvidia.com/gpu"} and merge["hint"]["preferred"] is True
+        assert [h["affinity"] for h in merge["providers"]["memory"]] == [[0], [1], [0, 1]]
     r = CliRunner().invoke(app, ["explain", "pod", "default/wide-0", "--kubeconfig", str(kubeconfig_path)])
     assert r.exit_code == 0 and "merge main: hint {" in r.output

@@ -106,7 +106,8 @@ def test_single_numa_node_puts_gpu_vf_and_cpus_together_away_from_a_full_numa_no
                    min_member=1)
     (b,) = d.binds
     decision = json.loads(d.annotations[b.uid]["volcano.sh/topology-decision"])
-    assert decision == {"numa": {"1": {"cpu": "4", "nvidia.com/gpu": "1", "nvidia.com/rdma_vf": "1"}}}
+    # memory too: devcluster publishes it per NUMA node (lahar.sh/numa-memory)
+    assert decision == {"numa": {"1": {"cpu": "4", "memory": "4Gi", "nvidia.com/gpu": "1", "nvidia.com/rdma_vf": "1"}}}
     (pair,) = _pairs(d, b.uid)
     assert pair["gpu"] == 4 and pair["nic"] in (4, 5)
 
