@@ -26,8 +26,8 @@ from scheduler.devices import rdma as rdmas
 from scheduler.devices import requests as requests_
 from scheduler.devices import vgpu as vgpus
 from scheduler.framework.hooks import NodeFilter
-from scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
-from scheduler.plugins.numaaware import Placement, cached, placement
+from scheduler.framework.snapshot import Task
+from scheduler.plugins.numaaware import Placement, cached, placed_pods, placement
 from scheduler.topology import TopologyHint, hints
 
 if TYPE_CHECKING:
@@ -181,8 +181,7 @@ class DeviceShare:
             # the pods there before this session (what this session placed is in the reservations, `taken_*`)
             placed = self.placement.reserved if self.placement is not None else {}
             placing = self.placement.placing if self.placement is not None else None
-            pods = [t.pod for t in n.tasks.values() if (t.status in ALLOCATED or t.status is TaskStatus.RELEASING)
-                    and t.uid not in placed and t.uid != placing]
+            pods = [t.pod for t in placed_pods(n) if t.uid not in placed and t.uid != placing]
             raw = (n.node.get("metadata") or {}).get("annotations", {}).get(inventories.GPU_TOPOLOGY_ANNOTATION)
             scores = self._scores.get(raw) if raw else {}
             if scores is None:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import re
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,6 +27,7 @@ import numpy as np
 import orjson
 
 from kube import quantity
+from scheduler.devices import inventory as inventories
 from scheduler.framework.hooks import NodeFilter
 from scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
 from scheduler.topology import (
@@ -241,13 +243,14 @@ def is_guaranteed(pod: Mapping[str, Any]) -> bool:
     return True
 
 
-def container_cpu_requests(pod: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(container name, exclusive CPUs) for the app containers: the static CPU manager pins CPUs only for a
-    Guaranteed pod's containers with an integer CPU request; others get 0 (the shared pool)."""
+def container_cpu_requests(pod: Mapping[str, Any], field_: str = "containers") -> list[tuple[str, int]]:
+    """(container name, exclusive CPUs) for the app containers (`field_="initContainers"`: the init containers):
+    the static CPU manager pins CPUs only for a Guaranteed pod's containers with an integer CPU request; others
+    get 0 (the shared pool)."""
     spec = pod.get("spec") or {}
     guaranteed = is_guaranteed(pod)
     out = []
-    for c in spec.get("containers") or ():
+    for c in spec.get(field_) or ():
         n = 0
         if guaranteed:
             requests, limits = _resources(c)
@@ -257,6 +260,15 @@ def container_cpu_requests(pod: Mapping[str, Any]) -> list[tuple[str, int]]:
                 n = milli // 1000 if milli % 1000 == 0 else 0
         out.append((c.get("name") or "", int(n)))
     return out
+
+
+def init_cpu_requests(pod: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
+    """(name, exclusive CPUs, is a sidecar) per init container, in spec order. The CPU manager admits them before
+    the app containers; a plain init container's CPUs may be given again to the containers after it (it has
+    exited: `cpusToReuse`), a sidecar's (`restartPolicy: Always`) may not (it keeps running)."""
+    inits = (pod.get("spec") or {}).get("initContainers") or ()
+    sidecar = {(c.get("name") or ""): c.get("restartPolicy") == "Always" for c in inits}
+    return [(name, n, sidecar.get(name, False)) for name, n in container_cpu_requests(pod, "initContainers")]
 
 
 def _take_by_topology(available: set[int], count: int, topo: NodeTopology) -> list[int]:
@@ -545,14 +557,43 @@ def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] 
 
 def _fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
     """What a plan on the node depends on, names and GPU UUIDs aside: allocatable, device annotations, the
-    Numatopology and Device specs, and the pods already there (a node with pods is its own class). The inventory
-    part is cached across sessions by resourceVersions (`cached`)."""
-    for t in node.tasks.values():
-        if t.status in ALLOCATED or t.status is TaskStatus.RELEASING:
+    Numatopology and Device specs, and the pods already there: a node with a pod that holds CPUs, memory or devices
+    we can see (its annotations, extended resources) is its own class; pods that hold nothing NUMA-placed
+    (DaemonSets, CPU-only pods of other schedulers) leave the node in its class. The inventory part is cached
+    across sessions by resourceVersions (`cached`)."""
+    for t in placed_pods(node):
+        if cached("holds", t.uid, (t.pod,), lambda t=t: _holds_topology(t.pod)):
             return ("node", node.name)
     obj = node.node
     return cached("fingerprint", node.name, (obj, numatopology, device),
                   lambda: _static_fingerprint(obj, numatopology, device))
+
+
+def placed_pods(node: Any) -> Iterator[Task]:
+    """The pods holding resources on a snapshot node: the session jobs' placed tasks and the other pods bound there
+    (other schedulers, pods without a PodGroup): what the node's CPUs, memory and devices are free of."""
+    for t in itertools.chain(node.tasks.values(), node.others):
+        if t.status in ALLOCATED or t.status is TaskStatus.RELEASING:
+            yield t
+
+
+_HOLDING_ANNOTATIONS = (ALLOCATION_ANNOTATION, TOPOLOGY_DECISION_ANNOTATION, inventories.DEVICE_ALLOCATED_ANNOTATION,
+                        inventories.HAMI_MIG_ALLOCATIONS_ANNOTATION, inventories.MIG_INSTANCES_ANNOTATION,
+                        *inventories.HAMI_ALLOCATED_ANNOTATIONS, *inventories.VOLCANO_ALLOCATED_ANNOTATIONS)
+
+
+def _holds_topology(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod holds something a plan sees: CPUs, memory or devices recorded in its annotations, or an
+    extended resource (GPUs, VFs, MIG and vGPU slices counted from its requests)."""
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    if any(ann.get(k) for k in _HOLDING_ANNOTATIONS):
+        return True
+    spec = pod.get("spec") or {}
+    for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
+        res = c.get("resources") or {}
+        if any("/" in r for part in (res.get("requests") or {}, res.get("limits") or {}) for r in part):
+            return True
+    return False
 
 
 def _task_signature(task: Task) -> str:
@@ -694,9 +735,7 @@ class Placement:
             topo = self.topology(node)
             free = set(topo.allocatable) if topo else set()
             if topo is not None:
-                for t in self.ssn.nodes[node].tasks.values():
-                    if t.status not in ALLOCATED and t.status is not TaskStatus.RELEASING:
-                        continue
+                for t in placed_pods(self.ssn.nodes[node]):
                     ann = (t.pod.get("metadata") or {}).get("annotations") or {}
                     free -= _held_cpus(ann, topo, free)
                 for plan in self.reserved_on.get(node, {}).values():
@@ -715,9 +754,7 @@ class Placement:
         free = self._free_memory.get(node)
         if free is None:
             free = {n: dict(topo.memory.get(n, {})) for n in topo.numa_nodes}
-            for t in self.ssn.nodes[node].tasks.values():
-                if t.status not in ALLOCATED and t.status is not TaskStatus.RELEASING:
-                    continue
+            for t in placed_pods(self.ssn.nodes[node]):
                 ann = (t.pod.get("metadata") or {}).get("annotations") or {}
                 _subtract(free, _held_memory(ann), -1)
             for plan in self.reserved_on.get(node, {}).values():
@@ -767,7 +804,8 @@ class Placement:
         if task_policy and task_policy not in POLICIES:
             return Rejection(f"unknown numa-topology-policy {task_policy!r}", True)
         cpu_requests = container_cpu_requests(pod) if self.cpu_side else []
-        guaranteed = any(n for _, n in cpu_requests)
+        inits = [i for i in init_cpu_requests(pod) if i[1]] if self.cpu_side else []
+        guaranteed = any(n for _, n in cpu_requests) or bool(inits)
         if task_policy not in ("", NONE):
             if topo is None:
                 return Rejection("numa info is empty", True)
@@ -814,8 +852,10 @@ class Placement:
                     dev_container = idx
                     break
         try:
+            init_hints: dict[str, TopologyHint] = {}
             if topo.scope == "pod":
-                total = sum(n for _, n in containers)
+                # the CPU manager's podGuaranteedCPUs: max(largest init + earlier sidecars, apps + sidecars)
+                total = hints.pod_request([(n, side) for _, n, side in inits], [n for _, n in containers])
                 providers: list[Any] = []
                 cpu_p = hints.cpu_provider(total, capacity, topo.per_numa(free)) if guaranteed and topo.static \
                     else None
@@ -836,12 +876,29 @@ class Placement:
                         return _reject(plan, _memory_reason("pod", _memory_short(None, mem_req, machine, topo)))
                     _subtract(plan.memory, got_mem, +1, grow=True)
                 hints_by_container = [hint] * len(containers)
+                init_hints = {name: hint for name, _, _ in inits}
             else:
                 hints_by_container = []
                 picked: dict[str, list[int]] = {}
                 scratch = set(free)
+                reusable: set[int] = set()  # CPUs of init containers that have exited (the CPU manager's reuse)
+                for name, n, sidecar in inits if topo.static else ():
+                    usable = scratch | reusable
+                    cpu_p = hints.cpu_provider(n, capacity, topo.per_numa(usable))
+                    hint, admit = merge(policy, [cpu_p], numa_nodes, topo.options, topo.distances)
+                    plan.merges.append(_explain(name, cpu_p, None, hint, admit))
+                    if not admit:
+                        return _reject(plan, _numa_reason(name, policy))
+                    got_cpus = take_cpus(usable, n, topo, hint.affinity)
+                    if got_cpus is None:
+                        return _reject(plan, f"container {name} cannot be assigned by numa: not enough free CPUs")
+                    init_hints[name] = hint
+                    picked[name] = got_cpus
+                    scratch -= set(got_cpus)
+                    reusable = reusable - set(got_cpus) if sidecar else reusable | set(got_cpus)
                 for idx, (name, n) in enumerate(containers):
-                    cpu_p = hints.cpu_provider(n, capacity, topo.per_numa(scratch)) if n and topo.static else None
+                    usable = scratch | reusable
+                    cpu_p = hints.cpu_provider(n, capacity, topo.per_numa(usable)) if n and topo.static else None
                     dev_p = device_providers if idx == dev_container else None
                     mem_req = mem_requests[idx] if idx < len(mem_requests) else {}
                     machine = _machine(topo, mem_scratch) if mem_req else {}
@@ -859,30 +916,37 @@ class Placement:
                         _subtract(plan.memory, got_mem, +1, grow=True)
                     hints_by_container.append(hint)
                     if n:
-                        got_cpus = take_cpus(scratch, n, topo, hint.affinity)
+                        got_cpus = take_cpus(usable, n, topo, hint.affinity)
                         if got_cpus is None:
                             return _reject(plan, f"container {name} cannot be assigned by numa: not enough free CPUs")
                         scratch -= set(got_cpus)
+                        reusable -= set(got_cpus)
                         picked[name] = got_cpus
         except PolicyOptionError as e:
             return _reject(plan, str(e), True)
 
-        # concrete choices
+        # concrete choices: init containers first (their CPUs reusable by later containers unless sidecars)
         pool = set(free)
+        reuse: set[int] = set()
         per_numa: dict[int, dict[str, int]] = {}
-        for (name, n), hint in zip(containers, hints_by_container, strict=True):
-            if not n:
+        order = [(name, n, "sidecar" if side else "init", init_hints.get(name)) for name, n, side in inits]
+        order += [(name, n, "app", hint) for (name, n), hint in zip(containers, hints_by_container, strict=True)]
+        for name, n, kind, hint in order:
+            if not n or hint is None:
                 continue
             got_cpus = picked.get(name) if topo.scope != "pod" else None
             if got_cpus is None:
-                got_cpus = take_cpus(pool, n, topo, hint.affinity)
+                got_cpus = take_cpus(pool | reuse, n, topo, hint.affinity)
             if got_cpus is None:
                 return _reject(plan, f"container {name} cannot be assigned by numa: not enough free CPUs")
             pool -= set(got_cpus)
+            reuse = reuse | set(got_cpus) if kind == "init" else reuse - set(got_cpus)
             plan.cpus[name] = got_cpus
-            for numa_id, count in topo.per_numa(got_cpus).items():
-                if count:
-                    per_numa.setdefault(numa_id, {})["cpu"] = per_numa.get(numa_id, {}).get("cpu", 0) + count
+        # what the pod holds: every container's CPUs, a reused one counted once
+        held = {c for cpus in plan.cpus.values() for c in cpus}
+        for numa_id, count in topo.per_numa(held).items():
+            if count:
+                per_numa.setdefault(numa_id, {})["cpu"] = per_numa.get(numa_id, {}).get("cpu", 0) + count
         if request is not None and self.devices is not None:
             chosen = self.devices.device_allocate(task, node, request, hints_by_container[dev_container])
             if isinstance(chosen, str):

@@ -19,6 +19,7 @@ from scheduler.framework.statement import Statement
 from scheduler.plugins.deviceshare import DevicePlan, DeviceShare
 from scheduler.plugins.numaaware import placement
 from scheduler.registry import in_tree_registry
+from scheduler.topology import hints
 from tests.unit.sched_builders import pod, podgroup, queue, tiers_conf
 
 JOINT = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
@@ -174,6 +175,26 @@ def test_a_node_first_seen_after_a_placement_counts_that_pod_once() -> None:
     Statement(ssn).allocate(task, 0)  # no predicate asked first: the node's view is built by the reservation
     nd = ds.node(0)
     assert nd is not None and nd.usage().mig == {resource.removeprefix("nvidia.com/mig-"): 1}
+
+
+@pytest.mark.parametrize("foreign", [True, False], ids=["pod-of-another-scheduler", "pod-of-a-volcano-job"])
+def test_devices_and_cpus_held_by_any_pod_on_the_node_are_not_given_again(foreign: bool) -> None:
+    """Pods bound by another scheduler (no PodGroup) hold devices and CPUs too: the placement sees them."""
+    objs = _objs("dgx-h100", 1)
+    busy = dpod("busy", gpus=4, cpu="8", annotations={
+        "scheduling.koordinator.sh/device-allocated": json.dumps({"gpu": [{"minor": i} for i in range(4)]}),
+        "lahar.sh/numa-allocation": json.dumps({"cpus": {"main": "0-7"}, "numa": [0], "policy": "best-effort"})})
+    if foreign:
+        busy["metadata"]["annotations"].pop("scheduling.k8s.io/group-name", None)
+        busy["spec"]["schedulerName"] = "default-scheduler"
+    busy["spec"]["nodeName"] = "dgx-h100-0"
+    busy["status"]["phase"] = "Running"
+    ssn, d = session([dpod("p1", gpus=4, cpu="8", policy="single-numa-node"), busy], objs, min_member=1)
+    (b,) = d.binds
+    allocated = json.loads(d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])
+    assert sorted(g["minor"] for g in allocated["gpu"]) == [4, 5, 6, 7]
+    cpus = json.loads(d.annotations[b.uid]["lahar.sh/numa-allocation"])["cpus"]
+    assert not set(range(8)) & {c for v in cpus.values() for c in hints.parse_cpuset(v)}
 
 
 def _t4() -> dict[str, list[dict[str, Any]]]:

@@ -339,16 +339,66 @@ def test_cached_reuses_by_resource_version_and_recomputes_without_one() -> None:
     assert cached("test-kind", "n", (no_rv,), compute) == 4  # no way to tell a change: never cached
 
 
-def test_nodes_of_one_shape_share_a_class_across_sessions_with_resource_versions() -> None:
+@pytest.mark.parametrize(("annotations", "classes"), [
+    pytest.param({}, 1, id="a-pod-holding-nothing-visible-leaves-its-node-in-the-class"),
+    pytest.param({"lahar.sh/numa-allocation": '{"cpus":{"c":"0-1"},"numa":[0],"policy":"best-effort"}'}, 2,
+                 id="a-pod-holding-cpus-makes-its-node-its-own-class"),
+])
+def test_nodes_of_one_shape_share_a_class_across_sessions_with_resource_versions(annotations: dict[str, str],
+                                                                                 classes: int) -> None:
     from scheduler.plugins.numaaware import Placement
     nodes = [node(f"n{i}").alloc("8", "16Gi") for i in range(3)]
     topos = [numatopo(f"n{i}") for i in range(3)]
     for i, o in enumerate([*(n.obj for n in nodes), *topos]):
         o["metadata"]["resourceVersion"] = str(i + 1)
-    classes = []
+    seen = []
     for _ in range(2):
-        ssn, _ = session([gpod("p1", "2")], nodes, topos, min_member=1)
-        classes.append(list(Placement(ssn).class_of))
-    # the node p1 went to is its own class (a pod holds resources there); the two others share one
-    assert classes[0] == classes[1]
-    assert len(set(classes[0])) == 2
+        ssn, _ = session([gpod("p1", "2").annotate(**annotations)], nodes, topos, min_member=1)
+        seen.append(list(Placement(ssn).class_of))
+    # the node p1 went to is its own class when p1 holds resources a plan can see there; the two others share one
+    assert seen[0] == seen[1]
+    assert len(set(seen[0])) == classes
+
+
+# --- init containers: admitted before the app containers, their CPUs reused unless they are sidecars --------------
+
+
+def _with_init(name: str, app: str, init: str, *, sidecar: bool = False, policy: str | None = None) -> Any:
+    p = gpod(name, app, policy=policy)
+    res = {"cpu": init, "memory": "1Gi"}
+    c: dict[str, Any] = {"name": "setup", "resources": {"requests": dict(res), "limits": dict(res)}}
+    if sidecar:
+        c["restartPolicy"] = "Always"
+    p.obj["spec"]["initContainers"] = [c]
+    return p
+
+
+@pytest.mark.parametrize(("scope", "init", "app", "sidecar", "held"), [
+    pytest.param("container", "2", "2", False, 2, id="container-scope-app-reuses-the-init-cpus"),
+    pytest.param("container", "4", "2", False, 4, id="container-scope-app-takes-part-of-a-bigger-init"),
+    pytest.param("container", "2", "2", True, 4, id="container-scope-sidecar-cpus-are-not-reused"),
+    pytest.param("pod", "4", "2", False, 4, id="pod-scope-the-largest-init-sizes-the-pod"),
+    pytest.param("pod", "2", "2", True, 4, id="pod-scope-sidecar-adds-to-the-apps"),
+])
+def test_init_containers_take_part_in_the_placement(scope: str, init: str, app: str, sidecar: bool,
+                                                      held: int) -> None:
+    n = node("n1").alloc("8", "16Gi")
+    n.obj["metadata"].setdefault("annotations", {})["lahar.sh/topology-manager-scope"] = scope
+    _, d = session([_with_init("p1", app, init, sidecar=sidecar)], [n], [numatopo("n1", policy="single-numa-node")],
+                   min_member=1)
+    (b,) = d.binds
+    alloc = json.loads(d.annotations[b.uid]["lahar.sh/numa-allocation"])
+    cpus = {c: hints.parse_cpuset(v) for c, v in alloc["cpus"].items()}
+    assert len({c for v in cpus.values() for c in v}) == held and len(alloc["numa"]) == 1
+    decision = json.loads(d.annotations[b.uid]["volcano.sh/topology-decision"])["numa"]
+    assert decision[str(alloc["numa"][0])]["cpu"] == str(held)
+    if scope == "container" and not sidecar:
+        (app_name,) = set(cpus) - {"setup"}
+        assert set(cpus[app_name]) <= set(cpus["setup"])  # the app container runs on the exited init's CPUs
+
+
+def test_an_init_container_that_fits_no_numa_node_refuses_the_node() -> None:
+    """6 exclusive CPUs for the init container: no NUMA node of 4 holds them under single-numa-node."""
+    n = node("n1").alloc("8", "16Gi")
+    _, d = session([_with_init("p1", "2", "6")], [n], [numatopo("n1", policy="single-numa-node")], min_member=1)
+    assert not d.binds
