@@ -3,9 +3,10 @@
 Starts `lahar devcluster` (no nodes), a redis-server, the dispatcher and the workers as processes; this process
 applies the CRDs, plays the scheduler's enqueue (every PodGroup Pending → Inqueue, as soon as it appears), creates
 the Jobs over HTTPS and watches PodGroups and pods. Prints the time until every PodGroup and pod exists, reconciles/s
-and reconciles per Job for the creation burst (from the workers' counters in Redis). No beat runs (the 30 s resync
-would add one reconcile per key per interval). Targets (issue 4): ≥ 100 reconciles/s; 8,000 pods in ≤ 40 s;
-≤ 3 reconciles per job.
+and reconciles per Job for the creation burst (from the workers' counters in Redis), each process's CPU seconds in
+the burst and the load average (2 cores are shared). No beat runs (the 30 s resync would add one reconcile per key
+per interval). `--pod-concurrency N` sets the workers' LAHAR_POD_CONCURRENCY (1: a job's pods one after another).
+Targets (issue 4): ≥ 100 reconciles/s; 8,000 pods in ≤ 40 s; ≤ 3 reconciles per job.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Processes:
     def __init__(self, workdir: Path, env: dict[str, str]) -> None:
         self.workdir, self.env = workdir, env
         self.procs: list[subprocess.Popen] = []
+        self.names: list[str] = []
 
     def start(self, name: str, *args: str, module: bool = True) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps its own descriptor
@@ -65,7 +67,23 @@ class Processes:
                                 start_new_session=True)
         log.close()
         self.procs.append(proc)
+        self.names.append(name)
         return proc
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """user + system CPU seconds so far of each started process's session (the process and its children)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        by_group: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            session = int(fields[3])  # after ")": state ppid pgrp session ... utime(11) stime(12)
+            by_group[session] = by_group.get(session, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        return {name: by_group.get(proc.pid, 0.0) for name, proc in zip(self.names, self.procs, strict=True)}
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -98,6 +116,9 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2, help="`lahar worker` processes")
     ap.add_argument("--concurrency", type=int, default=8, help="concurrency of each worker")
     ap.add_argument("--pool", default="threads", help="Celery pool of each worker: prefork or threads")
+    ap.add_argument("--pod-concurrency", type=int, default=None,
+                    help="LAHAR_POD_CONCURRENCY of the workers: a Job's pod creates in flight at once per worker "
+                         "process (default: the setting's default, 16; 1 = one after another)")
     ap.add_argument("--clients", type=int, default=8, help="concurrent job creators")
     ap.add_argument("--namespaces", type=int, default=1, help="spread the jobs over this many namespaces")
     ap.add_argument("--timeout", type=float, default=600.0)
@@ -110,6 +131,9 @@ def main() -> int:
     env = dict(os.environ, REDIS_URL=redis_url, KUBECONFIG=str(workdir / "devcluster" / "kubeconfig"),
                LAHAR_DATA_DIR=str(workdir / "state"), LAHAR_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1",
                PYTHONPATH=str(ROOT))
+    if args.pod_concurrency is not None:
+        env["LAHAR_POD_CONCURRENCY"] = str(args.pod_concurrency)
+    load0 = os.getloadavg()
     procs = Processes(workdir, env)
     stop = threading.Event()
     try:
@@ -170,6 +194,7 @@ def main() -> int:
             client.create(ns_rt, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         before = workqueue.WorkQueue(redis).stats()
 
+        cpu0, self_cpu0 = procs.cpu_seconds(), time.process_time()
         t0 = time.monotonic()
         with ThreadPoolExecutor(args.clients) as creators:
             list(creators.map(lambda i: client.create(job_rt, _job(i, args.pods, args.tasks),
@@ -188,6 +213,7 @@ def main() -> int:
                 break
             time.sleep(0.05)
         burst = time.monotonic() - t0
+        cpu1, self_cpu1 = procs.cpu_seconds(), time.process_time()
         at_burst = workqueue.WorkQueue(redis).stats()
         # let the queue drain (the last pod events' reconciles), then count again
         quiet_since, last = time.monotonic(), None
@@ -219,15 +245,23 @@ def main() -> int:
             return stats.get(key, 0) - before.get(key, 0)
 
         rec_burst = delta(at_burst, "reconciles")
+        load1 = os.getloadavg()
         print(f"controllers bench: {args.jobs} jobs x {args.pods} pods in {args.namespaces} namespace(s), "
               f"{args.workers} workers x "
-              f"{args.concurrency} ({args.pool}), devcluster over HTTPS, {os.cpu_count()} CPUs")
+              f"{args.concurrency} ({args.pool}), pod concurrency {env.get('LAHAR_POD_CONCURRENCY', 'default')}, "
+              f"devcluster over HTTPS, {os.cpu_count()} CPUs")
+        print(f"  load average (1/5/15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+              f"at the end (includes this bench): {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
         print(f"  jobs created (HTTPS, {args.clients} clients): {t_created:.1f} s")
         print(f"  every PodGroup exists after: {t_pg if t_pg is not None else float('nan'):.1f} s")
         print(f"  every pod ({want_pods}) exists after: {t_pods if t_pods is not None else float('nan'):.1f} s"
               f"  ({len(pods.keys())} seen)")
         print(f"  reconciles until then: {rec_burst} ({rec_burst / burst:.0f}/s); Job reconciles per job "
               f"{delta(at_burst, 'reconcile:Job') / args.jobs:.2f}")
+        used = {name: cpu1[name] - cpu0.get(name, 0.0) for name in cpu1}
+        used["bench (this process)"] = self_cpu1 - self_cpu0
+        print(f"  CPU seconds in those {burst:.1f} s: " + ", ".join(
+            f"{name} {sec:.1f} ({sec / burst:.0%} of a core)" for name, sec in sorted(used.items(), key=lambda kv: -kv[1])))
         print(f"  after the queue drained: {delta(settled, 'reconciles')} reconciles, Job reconciles per job "
               f"{delta(settled, 'reconcile:Job') / args.jobs:.2f}, found locked {delta(settled, 'locked')}, "
               f"retries {delta(settled, 'retries')}, dropped {delta(settled, 'dropped')}")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from controllers._fanout import DEFAULT_LIMIT
 from kube.client import ClusterClient
 
 __all__ = [
@@ -132,3 +133,4 @@ class Context:
     scheduler_names: tuple[str, ...] = ("volcano",)
     default_queue: str = "default"
     component: str = "lahar-controllers"
+    pod_concurrency: int = DEFAULT_LIMIT  # a Job's pod creates/deletes in flight at once, per process (`_fanout`)

@@ -6,7 +6,8 @@ status once, with the read resourceVersion as precondition (a Conflict propagate
 deterministic names, so a replay after a crash creates nothing twice (AlreadyExists counts as done).
 
 Flow per call: read → plan (inbox items → policies → delayed/now) → durable delayed actions (annotation) → operation
-→ status → remove the executed delayed action → ack the inbox → arm timers.
+(a job's pod creates, then deletes, go out side by side through `_fanout`, `ctx.pod_concurrency` per process) →
+status → remove the executed delayed action → ack the inbox → arm timers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers import _job_pods, _job_policies, _job_state, events, jobplugins
+from controllers import _fanout, _job_pods, _job_policies, _job_state, events, jobplugins
 from controllers.context import Context, PermanentError, Result, TemporaryError
 from kube import durations, errors
 from kube.models import labels as keys
@@ -79,6 +80,7 @@ class _Outcome:
 
     deleted: set[str] = field(default_factory=set)
     created: list[dict[str, Any]] = field(default_factory=list)
+    existing: list[dict[str, Any]] = field(default_factory=list)  # built pods whose create found AlreadyExists
     requeue: float | None = None
 
 
@@ -256,13 +258,16 @@ def _delete_pod(ctx: Context, t: _Types, pod: dict[str, Any]) -> bool:
 
 
 def _delete_all(ctx: Context, t: _Types, raw: dict[str, Any], pods: list[dict[str, Any]], out: _Outcome) -> None:
+    """Delete the pods side by side (Volcano's waitDeletionGroup); failures are collected, then reported at once."""
     failures = []
-    for pod in pods:
-        try:
-            if _delete_pod(ctx, t, pod):
-                out.deleted.add(pod["metadata"]["uid"])
-        except errors.ApiError as exc:
-            failures.append(f"failed to delete pod {pod['metadata']['name']}, err {exc}")
+    for done in _fanout.run(lambda pod: _delete_pod(ctx, t, pod), pods, ctx.pod_concurrency):
+        if done.error is None:
+            if done.value:
+                out.deleted.add(done.item["metadata"]["uid"])
+        elif isinstance(done.error, errors.ApiError):
+            failures.append(f"failed to delete pod {done.item['metadata']['name']}, err {done.error}")
+        else:
+            raise done.error
     if failures:
         events.record(ctx, raw, "Warning", "FailedDelete", f"Error deleting pods: {failures}")
         raise TemporaryError(f"failed to delete {len(failures)} pods of {len(pods)}")
@@ -355,7 +360,7 @@ def _sync_pods(ctx: Context, t: _Types, w: _World, plugins: list[jobplugins.JobP
     wanted: set[str] = set()
     to_create: list[dict[str, Any]] = []
     to_delete: list[dict[str, Any]] = []
-    forwarding = _forwarding(ctx, t, job)
+    forwarding: bool | None = None  # read the Queue only when a pod is to be built (a no-op sync reads 3 objects)
     for task in job["spec"]["tasks"]:
         missing = []
         for i in range(int(task.get("replicas") or 0)):
@@ -368,24 +373,36 @@ def _sync_pods(ctx: Context, t: _Types, w: _World, plugins: list[jobplugins.JobP
                   and keys.CONTROLLER_OUT_OF_SYNC_KEY in (pod["metadata"].get("annotations") or {})):
                 to_delete.append(pod)
         if missing and _depends_met(job, task, by_name):
+            if forwarding is None:
+                forwarding = _forwarding(ctx, t, job)
             for i in missing:
                 pod = _job_pods.build_pod(job, task, i, forwarding=forwarding)
                 for plugin in plugins:
                     plugin.on_pod_create(pod, job)
                 to_create.append(pod)
     to_delete += [p for p in w.pods if p["metadata"]["name"] not in wanted]
+    _create_all(ctx, t, raw, to_create, out)
+    _delete_all(ctx, t, raw, to_delete, out)
+
+
+def _create_all(ctx: Context, t: _Types, raw: dict[str, Any], pods: list[dict[str, Any]], out: _Outcome) -> None:
+    """Create the pods side by side (Volcano's waitCreationGroup). AlreadyExists is a success (a replay, or another
+    worker got there first) and counts as Pending like Volcano's `pending++`; the other failures are collected and
+    reported at once, and the next reconcile creates only what is still missing."""
+    ns = raw["metadata"]["namespace"]
     failures = []
-    for pod in to_create:
-        try:
-            out.created.append(ctx.client.create(t.pod, pod, namespace=job["metadata"]["namespace"]))
-        except errors.AlreadyExists:
-            pass
-        except errors.ApiError as exc:
-            failures.append(f"failed to create pod {pod['metadata']['name']}, err: {exc}")
+    for done in _fanout.run(lambda pod: ctx.client.create(t.pod, pod, namespace=ns), pods, ctx.pod_concurrency):
+        if done.error is None:
+            out.created.append(done.value)
+        elif isinstance(done.error, errors.AlreadyExists):
+            out.existing.append(done.item)
+        elif isinstance(done.error, errors.ApiError):
+            failures.append(f"failed to create pod {done.item['metadata']['name']}, err: {done.error}")
+        else:
+            raise done.error
     if failures:
         events.record(ctx, raw, "Warning", "FailedCreate", f"Error creating pods: {failures}")
-        raise TemporaryError(f"failed to create {len(failures)} pods of {len(to_create)}")
-    _delete_all(ctx, t, raw, to_delete, out)
+        raise TemporaryError(f"failed to create {len(failures)} pods of {len(pods)}")
 
 
 def _record_podgroup_pending(ctx: Context, w: _World, pg: dict[str, Any] | None) -> None:
@@ -475,6 +492,10 @@ def _count(w: _World, out: _Outcome) -> tuple[_job_state.Counts, dict[str, Any]]
         tally[phase] += 1
         per = tasks.setdefault(_job_pods.task_of(pod), {})
         per[phase] = per.get(phase, 0) + 1
+    for pod in out.existing:  # created by someone else meanwhile: Pending, as Volcano counts it
+        tally["Pending"] += 1
+        per = tasks.setdefault(_job_pods.task_of(pod), {})
+        per["Pending"] = per.get("Pending", 0) + 1
     counts = _job_state.Counts(pending=tally["Pending"], running=tally["Running"], succeeded=tally["Succeeded"],
                                failed=tally["Failed"], terminating=terminating, unknown=tally["Unknown"],
                                task_succeeded={k: v.get("Succeeded", 0) for k, v in tasks.items()})

@@ -155,6 +155,24 @@ class RestWatch:
         self.stop()
 
 
+def _serialize_refresh(configuration: k8s_client.Configuration) -> None:
+    """The kubeconfig and in-cluster loaders install a `refresh_api_key_hook` that runs before every request and
+    rewrites the shared configuration (token, host, certificate files), re-running an exec plugin or re-reading the
+    token file when it expired. Requests go out from many threads at once (a Job's pods are created side by side):
+    one refresh at a time, so an expired token is renewed once and never half-written."""
+    hook = configuration.refresh_api_key_hook
+    if hook is None or getattr(hook, "_lahar_serialized", False):
+        return
+    lock = threading.Lock()
+
+    def refresh(cfg: k8s_client.Configuration) -> None:
+        with lock:
+            hook(cfg)
+
+    refresh._lahar_serialized = True  # type: ignore[attr-defined]
+    configuration.refresh_api_key_hook = refresh
+
+
 class RestClient:
     """`ClusterClient` over HTTP(S): one official `ApiClient` (thread-safe urllib3 pool) shared by all threads."""
 
@@ -165,6 +183,7 @@ class RestClient:
 
             configuration = kubeconfig.load()
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, pool_size)
+        _serialize_refresh(configuration)
         self.configuration = configuration
         self.api = k8s_client.ApiClient(configuration)
         self.api.user_agent = "lahar/0.1 (kubernetes-python)"

@@ -140,7 +140,7 @@ class Runtime:
     def context(self) -> Context:
         return Context(client=self.client, timers=self.timers, inbox=self.inbox,
                        scheduler_names=tuple(self.settings.scheduler_names),
-                       default_queue=self.settings.default_queue)
+                       default_queue=self.settings.default_queue, pod_concurrency=self.settings.pod_concurrency)
 
 
 _runtime: Runtime | None = None
