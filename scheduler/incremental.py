@@ -3,7 +3,8 @@
 
 Fed by `scheduler.cache.SchedulerCache`; produces what `scheduler.framework.snapshot.build` would from the same
 objects. The session mutates the snapshot it is handed; the next `snapshot()` first undoes what that session
-changed (tasks it placed, pipelined or evicted are re-derived from their pods; per-session job fields are reset).
+changed (tasks it placed, pipelined or evicted are re-derived from their pods; per-session job fields are reset on
+the jobs it closed — a settled job carries none).
 A change of the node set, of the queue set, of any PriorityClass or of the resource vocabulary rebuilds in full.
 """
 
@@ -66,6 +67,7 @@ def _group_key(pod: Obj) -> str:
 
 def _remove_task(job: Job, task: Task) -> None:
     """The inverse of `Job.add_task` for the task's current status."""
+    job.version += 1
     job.tasks.pop(task.uid, None)
     bucket = job.index.get(task.status)
     if bucket is not None:
@@ -235,7 +237,8 @@ class SnapshotInputs:
                     if rec is None or rec[0] is not t or rec[1] is not t.status or rec[2] != t.node:
                         touched.add(t.key)
             self.stats["session_repairs"] += 1
-        for job in snap.jobs.values():
+        # only the jobs the last session closed carry its per-session fields (all of them if it did not close)
+        for job in snap.jobs.values() if snap.closed_jobs is None else snap.closed_jobs:
             if job.fit_errors:
                 job.fit_errors = {}
             job.job_fit_error = ""

@@ -28,12 +28,14 @@ class Allocate:
         enqueue_enabled = "enqueue" in ssn.conf.actions
         queues: PriorityQueue[Queue] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[Job]] = {}
+        pending_status = TaskStatus.PENDING
         for job in ssn.jobs.values():
-            if job.is_pending():
+            if job.phase in ("", "Pending"):  # job.is_pending(), inline: this loop sees every job of the cluster
                 if enqueue_enabled:
                     continue
                 job.phase = "Inqueue"
-            if job.count(TaskStatus.PENDING) <= job.best_effort_pending:
+            waiting = job.index.get(pending_status)
+            if not waiting or len(waiting) <= job.best_effort_pending:
                 continue  # nothing for allocate (BestEffort tasks are backfill's)
             if ssn.job_valid(job) is not None:
                 continue

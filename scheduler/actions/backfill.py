@@ -22,8 +22,9 @@ class Backfill:
 
     def _pending(self, ssn: Session) -> list[Task]:
         queues: dict[str, list] = {}
+        pipelined = TaskStatus.PIPELINED
         for job in ssn.jobs.values():
-            if not job.best_effort_pending and not job.count(TaskStatus.PIPELINED):
+            if not job.best_effort_pending and not job.index.get(pipelined):
                 continue
             if job.is_pending() or ssn.job_valid(job) is not None or job.queue not in ssn.queues:
                 continue

@@ -30,7 +30,7 @@ class Enqueue:
             if queue.uid not in seen:
                 seen.add(queue.uid)
                 queues.push(queue)
-            if job.is_pending():
+            if job.phase in ("", "Pending"):  # job.is_pending(), inline: this loop sees every job of the cluster
                 jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
         while not queues.empty():
             queue = queues.pop()

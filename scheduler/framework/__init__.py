@@ -18,7 +18,8 @@ Pieces:
 - `snapshot`: `Task`, `Job` (gang counters), `Queue`, `Node`, `Snapshot`, `build(...)`.
 - `nodes`: `ResourceIndex` (cpu milli, memory bytes, scalars milli) and `NodeArrays` (node × resource numpy
   matrices: allocatable, idle, used, releasing, pipelined; pods vs max pods).
-- `session.Session`: hook dispatch with Volcano's combination rules, the view mutations, `close()` → `Decisions`.
+- `session.Session`: hook dispatch with Volcano's combination rules, the view mutations, `close()` → `Decisions`
+  (a job nothing changed for since the last session closed it is settled: that result is reused).
 - `statement.Statement`: the transaction; `discard()` restores the view exactly.
 
 Writing a plugin: a class with `name = "myplugin"`, `__init__(self, arguments)`, optionally

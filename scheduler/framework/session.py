@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol
 
 import numpy as np
 
@@ -32,10 +32,11 @@ from scheduler.framework.snapshot import (
     Task,
     TaskStatus,
     node_kind,
+    sum_by_queue,
 )
 from scheduler.framework.statement import Statement
 
-__all__ = ["Bind", "Decisions", "Eviction", "PodCondition", "PodGroupUpdate", "Session"]
+__all__ = ["Bind", "Closed", "Decisions", "Eviction", "PodCondition", "PodGroupUpdate", "Session"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,20 @@ class PodCondition:
     reason: str
     message: str
     nominated_node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """What `Session.close` computed for a job that it left unchanged, with the inputs it was computed from."""
+
+    version: int
+    key: tuple[str, ...]
+    phase: str
+    status: Any  # the stored PodGroup status object it was computed against (identity)
+    update: PodGroupUpdate
+    pod_conditions: tuple[PodCondition, ...]
+    pipelined: dict[str, str]
+    more: bool  # pod conditions or pipelined tasks
 
 
 @dataclass(slots=True)
@@ -142,7 +157,9 @@ class Session:
         self.plugins: dict[str, Any] = {}
         self._hooks: dict[str, list[list[Any]]] = {}
         self._handlers: list[Any] = []
-        self.old_status = {uid: dict(j.podgroup.get("status") or {}) for uid, j in self.jobs.items()}
+        # the jobs `close()` computes a PodGroup status for (set when it starts; the others are settled: see close())
+        self.closing: list[Job] = []
+        snapshot.closed_jobs = None  # until this session closes
         self.plugin_seconds: Counter[str] = Counter()
         arrays = self.arrays
         self.fit_future_idle = RowCache(arrays, lambda req, rows: (
@@ -164,12 +181,12 @@ class Session:
                 self.plugins[option.name] = plugin
             self.tiers.append(built)
         for name, (proto, switch) in hooks.HOOKS.items():
-            self._hooks[name] = [[p for opt, p in tier if isinstance(p, proto) and opt.enabled(switch)]
+            self._hooks[name] = [[p for opt, p in tier if _implements(p, proto) and opt.enabled(switch)]
                                  for tier in self.tiers]
-        self._handlers = [p for tier in self.tiers for _, p in tier if isinstance(p, hooks.EventHandler)]
+        self._handlers = [p for tier in self.tiers for _, p in tier if _implements(p, hooks.EventHandler)]
         for tier in self.tiers:
             for _, plugin in tier:
-                if isinstance(plugin, hooks.SessionOpen):
+                if _implements(plugin, hooks.SessionOpen):
                     t0 = time.perf_counter()
                     plugin.on_session_open(self)
                     self.plugin_seconds[f"{plugin.name}:OnSessionOpen"] += time.perf_counter() - t0
@@ -430,25 +447,60 @@ class Session:
     # --- close ---------------------------------------------------------------------------------------------------
 
     def close(self) -> Decisions:
+        """Run the plugins' `on_session_close`, then compute each job's PodGroup status and pod conditions.
+
+        A job is settled when nothing it is closed from changed since the last session closed it: same tasks in the
+        same statuses (`Job.version`), same stored PodGroup status, same phase, no fit errors or events this session,
+        the same session-close plugins, and that close changed nothing (no status write, no events). Its result
+        would be the same again, so it is reused: `self.closing` lists the other jobs, the only ones close plugins
+        (gang's conditions) and the status computation look at."""
+        key = self._close_key()
+        closing: list[Job] = []
+        settled: dict[str, PodGroupUpdate] = {}
+        more: list[Closed] = []  # settled with pod conditions or pipelined tasks to report again
+        for uid, job in self.jobs.items():
+            c = job.closed
+            if (c is not None and c.version == job.version and c.phase == job.phase and c.key is key
+                    and c.status is job.podgroup.get("status") and not job.fit_errors and not job.events):
+                settled[uid] = c.update
+                if c.more:
+                    more.append(c)
+            else:
+                closing.append(job)
+        self.closing = closing
         for tier in self.tiers:
             for _, plugin in tier:
-                if isinstance(plugin, hooks.SessionClose):
+                if _implements(plugin, hooks.SessionClose):
                     t0 = time.perf_counter()
                     plugin.on_session_close(self)
                     self.plugin_seconds[f"{plugin.name}:OnSessionClose"] += time.perf_counter() - t0
         d = self.decisions
-        for job in self.jobs.values():
-            self._close_job(job)
+        d.podgroups.update(settled)
+        for c in more:
+            d.pod_conditions.extend(c.pod_conditions)
+            d.pipelined.update(c.pipelined)
+        for job in closing:
+            self._close_job(job, key)
+        self.snapshot.closed_jobs = closing
         self._queue_status()
-        for key, secs in self.plugin_seconds.items():
-            d.timings[f"plugin:{key}"] = secs
+        for key_, secs in self.plugin_seconds.items():
+            d.timings[f"plugin:{key_}"] = secs
+        d.counters["podgroups_settled"] = len(settled)
         return d
 
-    def _close_job(self, job: Job) -> None:
+    def _close_key(self) -> tuple[str, ...]:
+        """What besides the job itself decides its close: the session-close plugins (gang writes the conditions).
+        One object per distinct key, so that settled jobs compare it by identity."""
+        key = tuple(p.name for tier in self.tiers for _, p in tier if _implements(p, hooks.SessionClose))
+        return _CLOSE_KEYS.setdefault(key, key)
+
+    def _close_job(self, job: Job, key: tuple[str, ...]) -> None:
         d = self.decisions
-        for t in job.index.get(TaskStatus.PIPELINED, {}).values():
-            d.pipelined[t.key] = t.node_name
-        old = self.old_status.get(job.uid, {})
+        pipelined = {t.key: t.node_name for t in job.index.get(TaskStatus.PIPELINED, {}).values()}
+        if pipelined:
+            d.pipelined.update(pipelined)
+        stored = job.podgroup.get("status")
+        old = dict(stored or {})
         status = _job_status(self, job, old)
         changed = _status_changed(status, old)
         events = list(job.events)
@@ -459,10 +511,11 @@ class Session:
             events.append(("Warning", "Unschedulable", msg))
         elif changed and status.get("phase") == "Running" and old.get("phase") != "Running":
             events.append(("Normal", "Scheduled", "pod group is ready"))
-        d.podgroups[job.uid] = PodGroupUpdate(job.namespace, job.name, status if changed else dict(old), changed,
-                                              events)
+        update = PodGroupUpdate(job.namespace, job.name, status if changed else old, changed, events)
+        d.podgroups[job.uid] = update
         base = job.job_fit_error or "all nodes are unavailable"
         by_role = {job.tasks[uid].role: fe for uid, fe in job.fit_errors.items() if uid in job.tasks}
+        conditions: list[PodCondition] = []
         for status_ in (TaskStatus.PENDING, TaskStatus.PIPELINED):
             for t in job.index.get(status_, {}).values():
                 if t.sch_gated:
@@ -475,14 +528,19 @@ class Session:
                     fe = job.fit_errors.get(t.uid) or by_role.get(t.role)  # skipped by allocate's role cache
                     reason, msg, nominated = "Unschedulable", (fe.message() if fe else base), ""
                 if _pod_condition_changed(t.pod, reason, msg):
-                    d.pod_conditions.append(PodCondition(t.namespace, t.name, t.uid, reason, msg, nominated))
+                    conditions.append(PodCondition(t.namespace, t.name, t.uid, reason, msg, nominated))
+        d.pod_conditions.extend(conditions)
+        if changed or events or job.fit_errors or job.phase != (old.get("phase") or ""):
+            job.closed = None  # a write (with this session's times and ids), or inputs only this session had
+        else:
+            job.closed = Closed(job.version, key, job.phase, stored, update, tuple(conditions), pipelined,
+                                bool(conditions or pipelined))
 
     def _queue_status(self) -> None:
         """queue.status.allocated: Allocated/Binding/Bound/Running requests, summed up the parent chain."""
-        alloc = {name: self.resources.zeros() for name in self.queues}
-        for job in self.jobs.values():
-            if job.queue in alloc:
-                alloc[job.queue] += job.allocated
+        names = list(self.queues)
+        sums = sum_by_queue(list(self.jobs.values()), names, len(self.resources))
+        alloc = {name: sums[i] for i, name in enumerate(names)}
         rolled = {name: v.copy() for name, v in alloc.items()}
         for name, vec in alloc.items():
             seen = {name}
@@ -497,6 +555,26 @@ class Session:
             current = ((self.queues[name].queue.get("status") or {}).get("allocated")) or {}
             if _normal(current, self.resources) != _normal(rl, self.resources):
                 self.decisions.queues_changed.append(name)
+
+
+_CLOSE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _implements(plugin: Any, proto: type[Any]) -> bool:
+    """`isinstance(plugin, proto)` for a runtime-checkable hook protocol (every member present, not None), without
+    the protocol machinery's walk over the protocol's bases on every call. Hooks may be instance attributes."""
+    return all(getattr(plugin, m, None) is not None for m in _members(proto))
+
+
+@functools.lru_cache(maxsize=256)
+def _members(proto: type[Any]) -> tuple[str, ...]:
+    names: set[str] = set()
+    for base in proto.__mro__:
+        if base in (object, Protocol, Generic):
+            continue
+        names.update(n for n in vars(base) if not n.startswith("_"))
+        names.update(getattr(base, "__annotations__", {}))
+    return tuple(sorted(names))
 
 
 def _parent(queues: dict[str, Queue], name: str) -> str:

@@ -78,7 +78,7 @@ class Gang:
         return job.is_starving()
 
     def on_session_close(self, ssn: Session) -> None:
-        for job in ssn.jobs.values():
+        for job in ssn.closing:  # settled jobs keep the conditions they were closed with (Session.close)
             if not job.is_ready():
                 schedulable = job.ready_task_num() + job.count(TaskStatus.PIPELINED)
                 unready = job.min_available - schedulable

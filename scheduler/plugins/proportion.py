@@ -13,7 +13,7 @@ import numpy as np
 from scheduler.framework.hooks import Vote
 from scheduler.framework.nodes import EPSILON
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus
+from scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus, sum_by_queue
 
 __all__ = ["Proportion", "QueueAttr", "water_fill"]
 
@@ -95,30 +95,44 @@ class Proportion:
         for q in ssn.queues.values():
             total_guarantee += q.guarantee
         zeros = ssn.resources.zeros
-        for job in ssn.jobs.values():
-            attr = self.attrs.get(job.queue)
-            if attr is None:
-                q = ssn.queues[job.queue]
-                cap = q.capability.copy()
-                if cap[0] <= 0:
-                    cap[0] = np.inf
-                if cap[1] <= 0:
-                    cap[1] = np.inf
-                real = np.minimum(total - total_guarantee + q.guarantee, cap)
-                attr = QueueAttr(q.name, q.weight, zeros(), zeros(), zeros(), zeros(), zeros(), q.guarantee.copy(),
-                                 real)
-                self.attrs[job.queue] = attr
-            attr.allocated += job.allocated
-            attr.request += job.allocated
-            for t in job.index.get(TaskStatus.PENDING, {}).values():
-                attr.request += t.resreq
-            if job.phase == "Inqueue" and job.min_resources is not None:
-                attr.inqueue += job.min_resources
-            if (job.phase == "Running" and job.min_resources is not None
-                    and job.count(*ALLOCATED) >= job.min_available):
-                attr.inqueue += np.maximum(job.min_resources - job.allocated, 0.0)
-            attr.elastic += job.elastic_resources()
+        jobs = list(ssn.jobs.values())
+        for name in dict.fromkeys(job.queue for job in jobs):  # queues with jobs, in order of their first job
+            q = ssn.queues[name]
+            cap = q.capability.copy()
+            if cap[0] <= 0:
+                cap[0] = np.inf
+            if cap[1] <= 0:
+                cap[1] = np.inf
+            real = np.minimum(total - total_guarantee + q.guarantee, cap)
+            self.attrs[name] = QueueAttr(q.name, q.weight, zeros(), zeros(), zeros(), zeros(), zeros(),
+                                         q.guarantee.copy(), real)
+        if jobs:
+            self._sum_jobs(ssn, jobs)
         water_fill(total, list(self.attrs.values()))
+
+    def _sum_jobs(self, ssn: Session, jobs: list[Job]) -> None:
+        """Each queue's allocated, request, inqueue and elastic resources over its jobs, in one vector pass: only
+        jobs with pending tasks or minResources need a look of their own."""
+        width = len(ssn.resources)
+        pending = TaskStatus.PENDING
+        # per job: allocated | request (allocated + pending requests) | inqueue | elastic (allocated without
+        # minResources)
+        rows = np.tile(np.concatenate([job.allocated for job in jobs]).reshape(len(jobs), width), 4)
+        rows[:, 2 * width:3 * width] = 0.0
+        for i in [i for i, job in enumerate(jobs) if job.min_resources is not None or pending in job.index]:
+            job = jobs[i]
+            for t in job.index.get(pending, {}).values():
+                rows[i, width:2 * width] += t.resreq
+            if job.min_resources is None:
+                continue
+            if job.phase == "Inqueue":
+                rows[i, 2 * width:3 * width] += job.min_resources
+            if job.phase == "Running" and job.count(*ALLOCATED) >= job.min_available:
+                rows[i, 2 * width:3 * width] += np.maximum(job.min_resources - job.allocated, 0.0)
+            rows[i, 3 * width:] = job.elastic_resources()
+        sums = sum_by_queue(jobs, list(self.attrs), 4 * width, rows)
+        for k, attr in enumerate(self.attrs.values()):
+            attr.allocated, attr.request, attr.inqueue, attr.elastic = (v.copy() for v in np.split(sums[k], 4))
 
     def _attr(self, queue: Queue) -> QueueAttr | None:
         return self.attrs.get(queue.uid)
