@@ -9,12 +9,38 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
 import typer
 
-__all__ = ["register"]
+__all__ = ["WORKER_HELP", "register", "worker_argv"]
+
+WORKER_HELP = "\n\n".join((
+    "Run a Celery worker for the controllers (queue `reconcile`).",
+    "Supervised by default: the Celery worker runs as a child process and is started again when it exits "
+    "unexpectedly (a Redis restart can make a Celery worker exit with `Unrecoverable error: AttributeError(...)`; "
+    "an OOM kill), after 1 s, 2 s, 4 s ... up to 30 s (back to 1 s once it ran 30 s); each restart is logged with "
+    "the exit code. An exit 0 (a `shutdown` remote-control command) and usage errors end `lahar worker` instead.",
+    "SIGTERM or SIGINT stop it cleanly: the signal goes to the Celery worker (warm shutdown: running reconciles "
+    "finish); it is killed after 25 s or on a second signal, and no process is left behind.",
+    "--no-supervise runs Celery in this process, for a supervisor of your own (systemd with Restart=, a "
+    "Kubernetes Deployment, `lahar up`).",
+))
+
+
+def worker_argv(python: str, *, concurrency: int | None = None, queues: str = "reconcile", pool: str = "prefork",
+                hostname: str | None = None, loglevel: str | None = None) -> list[str]:
+    """The supervised child's command line: this same command, unsupervised, with the same options."""
+    argv = [python, "-m", "lahar.cli", "worker", "--no-supervise", "-Q", queues, "-P", pool]
+    if concurrency:
+        argv += ["-c", str(concurrency)]
+    if hostname:
+        argv += ["-n", hostname]
+    if loglevel:
+        argv += ["-l", loglevel]
+    return argv
 
 
 def _logging(level: str) -> None:
@@ -22,19 +48,33 @@ def _logging(level: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @app.command(help=WORKER_HELP)
     def worker(
         concurrency: int = typer.Option(None, "--concurrency", "-c", help="Worker processes/threads (default: CPUs)."),
         queues: str = typer.Option("reconcile", "--queues", "-Q", help="Comma-separated queues to consume."),
         pool: str = typer.Option("prefork", "--pool", "-P", help="Celery pool: prefork, threads or solo."),
         hostname: str = typer.Option(None, "--hostname", "-n", help="Node name (default lahar@<host>)."),
         loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        supervise: bool = typer.Option(
+            True, "--supervise/--no-supervise",
+            help="Run the Celery worker as a child process and start it again when it exits unexpectedly "
+                 "(backoff 1 s to 30 s). --no-supervise runs Celery in this process (for a supervisor of your own)."),
     ) -> None:
-        """Run a Celery worker for the controllers (queue `reconcile`)."""
         from lahar.settings import Settings
+
+        level = loglevel or Settings().log_level
+        if supervise:
+            from lahar.supervisor import Supervisor
+
+            _logging(level)
+            sup = Supervisor(worker_argv(sys.executable, concurrency=concurrency, queues=queues, pool=pool,
+                                         hostname=hostname, loglevel=loglevel))
+            sup.install_signal_handlers()
+            raise typer.Exit(sup.run())
+
         from lahar.worker import app as celery_app
 
-        argv = ["worker", "-Q", queues, "-P", pool, "-E", "-l", loglevel or Settings().log_level,
+        argv = ["worker", "-Q", queues, "-P", pool, "-E", "-l", level,
                 "-n", hostname or "lahar@%h", "--without-mingle"]
         if concurrency:
             argv += ["-c", str(concurrency)]

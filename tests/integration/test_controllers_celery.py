@@ -131,7 +131,8 @@ class Stack:
         return proc
 
     def start_worker(self, name: str) -> subprocess.Popen:
-        return self.start(name, "worker", "-c", "2", "-n", f"{name}@%h")
+        # unsupervised, as under a Deployment: the tests kill the Celery worker itself
+        return self.start(name, "worker", "--no-supervise", "-c", "2", "-n", f"{name}@%h")
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)
