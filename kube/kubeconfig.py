@@ -2,20 +2,32 @@
 
 Sits at the edge of `kube`: every process calls `kubeconfig.load()` once and hands the resulting official
 `kubernetes.client.Configuration` to `kube.rest.RestClient`. Parsing is done by the official loaders.
+
+Credential refresh costs nothing when nothing can change: the official loaders install a `refresh_api_key_hook` that
+runs before every request and rewrites the configuration (the `host` setter alone walks the whole environment for
+proxy variables). `load()` drops it when the kubeconfig's credentials are static (a token, a token file read once,
+a client certificate, basic auth: no `exec` plugin, no `auth-provider`, no expiry) and, in-cluster, replaces it by
+`TokenFileRefresher`, which re-reads the service-account token once a minute as the official loader does and does
+nothing in between. Exec plugins and expiring tokens keep the official hook.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from kubernetes.config import incluster_config
+from kubernetes.config import incluster_config, kube_config
 
-__all__ = ["SERVICE_ACCOUNT_DIR", "ClusterNotFound", "Source", "find", "load"]
+__all__ = ["SERVICE_ACCOUNT_DIR", "TOKEN_REFRESH_PERIOD", "ClusterNotFound", "Source", "TokenFileRefresher",
+           "credentials_can_change", "find", "load"]
+
+TOKEN_REFRESH_PERIOD = 60.0  # seconds between re-reads of the service-account token (the official loader's minute)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -76,13 +88,60 @@ def load(path: str | os.PathLike[str] | None = None, *, context: str | None = No
     configuration = k8s_client.Configuration()
     if source.kind == "incluster":
         env = dict(os.environ if environ is None else environ)
-        loader = incluster_config.InClusterConfigLoader(
-            token_filename=str(source.path / "token"), cert_filename=str(source.path / "ca.crt"), environ=env)
-        loader.load_and_set(configuration)
-    else:
-        try:
-            k8s_config.load_kube_config(config_file=str(source.path), context=context,
-                                        client_configuration=configuration, persist_config=False)
-        except k8s_config.ConfigException as e:
-            raise ClusterNotFound(f"kubeconfig {source.path} ({source.kind}) is not usable: {e}") from e
+        token = source.path / "token"
+        incluster = incluster_config.InClusterConfigLoader(
+            token_filename=str(token), cert_filename=str(source.path / "ca.crt"), environ=env)
+        incluster.load_and_set(configuration)
+        configuration.refresh_api_key_hook = TokenFileRefresher(token)
+        return configuration
+    try:
+        loader = kube_config._get_kube_config_loader(filename=str(source.path), active_context=context,
+                                                     persist_config=False)
+        loader.load_and_set(configuration)  # what k8s_config.load_kube_config does, keeping the loader
+    except k8s_config.ConfigException as e:
+        raise ClusterNotFound(f"kubeconfig {source.path} ({source.kind}) is not usable: {e}") from e
+    if not credentials_can_change(loader):
+        configuration.refresh_api_key_hook = None
     return configuration
+
+
+def credentials_can_change(loader: kube_config.KubeConfigLoader) -> bool:
+    """Whether the official loader's refresh hook can ever change the configuration: only an `exec` plugin, an
+    `auth-provider` or an expiring token is ever reloaded (a `tokenFile` is read once, at load). Anything this
+    cannot tell keeps the hook."""
+    try:
+        user = loader._user
+        if user is not None and ("exec" in user or "auth-provider" in user):
+            return True
+        return "expiry" in vars(loader)
+    except Exception:  # noqa: BLE001 - another client version: keep the official behaviour
+        return True
+
+
+class TokenFileRefresher:
+    """An in-cluster `refresh_api_key_hook`: re-reads the (projected, rotating) service-account token when
+    `period` seconds have passed since the last read, like `InClusterConfigLoader`'s hook, and does nothing in
+    between (the official hook also rewrites host and CA before every request, which never change). Thread-safe:
+    when the period is over, one thread re-reads while the others wait for it."""
+
+    _lahar_serialized = True  # kube.rest.RestClient need not wrap it in a lock of its own
+
+    def __init__(self, token_file: str | os.PathLike[str], *, period: float = TOKEN_REFRESH_PERIOD,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.token_file = Path(token_file)
+        self.period = period
+        self._clock = clock
+        self._next = clock() + period
+        self._lock = threading.Lock()
+
+    def __call__(self, configuration: k8s_client.Configuration) -> None:
+        if self._clock() < self._next:
+            return
+        with self._lock:
+            if self._clock() < self._next:
+                return
+            content = self.token_file.read_text().strip()
+            if not content:
+                raise k8s_config.ConfigException("Token file exists but empty.")
+            configuration.api_key["BearerToken"] = "bearer " + content
+            self._next = self._clock() + self.period

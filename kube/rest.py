@@ -158,8 +158,9 @@ class RestWatch:
 def _serialize_refresh(configuration: k8s_client.Configuration) -> None:
     """The kubeconfig and in-cluster loaders install a `refresh_api_key_hook` that runs before every request and
     rewrites the shared configuration (token, host, certificate files), re-running an exec plugin or re-reading the
-    token file when it expired. Requests go out from many threads at once (a Job's pods are created side by side):
-    one refresh at a time, so an expired token is renewed once and never half-written."""
+    token file when it expired (`kube.kubeconfig.load` keeps it only when the credentials can change). Requests go
+    out from many threads at once (a Job's pods are created side by side): one refresh at a time, so an expired
+    token is renewed once and never half-written."""
     hook = configuration.refresh_api_key_hook
     if hook is None or getattr(hook, "_lahar_serialized", False):
         return

@@ -277,3 +277,17 @@ def test_match_condition_skips_call(webhook, store, chain):
     chain.validate(attrs(cm("x", deny="yes", exempt="true")))  # skipped: no denial
     with pytest.raises(errors.ApiError, match="denied the request"):
         chain.validate(attrs(cm("x", deny="yes")))
+
+
+def test_one_kept_alive_connection_per_endpoint(webhook, store, chain):
+    register(store, "MutatingWebhookConfiguration", "m", [hook(webhook, "/mutate")])
+    register(store, "ValidatingWebhookConfiguration", "v", [hook(webhook, "/validate")])
+    original = cm("x", keep="me")
+    for _ in range(5):
+        out = chain.mutate(attrs(original))
+        assert out["metadata"]["labels"] == {"keep": "me", "mutated": "yes"}
+        chain.validate(attrs(out))
+    assert original["metadata"]["labels"] == {"keep": "me"}  # patches apply to a copy
+    pools = list(chain._transport._pools.values())
+    assert len(pools) == 1  # same host, port and caBundle: one pool for both paths
+    assert pools[0].num_connections == 1  # ten sequential calls over one TLS connection

@@ -138,6 +138,19 @@ def test_webhook_matches(h, call, expected):
     assert admission.webhook_matches(h, call, ns_labels) is expected
 
 
+def test_rules_are_matched_before_the_namespace_is_read():
+    def no_lookup(name):
+        raise AssertionError(f"namespace {name} read for a hook whose rules do not match")
+
+    broken = {"matchExpressions": [{"key": "a", "operator": "Sideways"}]}
+    other = [rule(resources=["services"])]
+    assert admission.webhook_matches(hook(namespaceSelector=PROD, rules=other), POD, no_lookup) is False
+    # kube ignores a broken selector of a webhook whose rules do not match
+    assert admission.webhook_matches(hook(objectSelector=broken, rules=other), POD, no_lookup) is False
+    with pytest.raises(errors.BadRequest, match="not a valid label selector operator"):
+        admission.webhook_matches(hook(objectSelector=broken), POD, ns_labels)
+
+
 def test_missing_namespace_fails_only_when_rules_match():
     call = replace(POD, namespace="ghost")
     with pytest.raises(errors.NotFound, match='namespaces "ghost" not found'):
@@ -162,6 +175,33 @@ def test_match_conditions(exprs, policy, expected):
     h = hook(failurePolicy=policy, matchConditions=[{"name": f"c{i}", "expression": e} for i, e in enumerate(exprs)])
     request = admission.build_review(POD)["request"]
     assert admission.match_conditions(h, POD, request) is expected
+
+
+class _NotJson:
+    pass
+
+
+def test_match_conditions_convert_only_the_variables_they_name():
+    weird = replace(POD, old_obj={"x": _NotJson()})  # would fail a conversion to CEL
+    h = hook(matchConditions=[{"name": "c", "expression": "object.metadata.name == 'p1'"}])
+    assert admission.match_conditions(h, weird, admission.build_review(POD)["request"]) is True
+    h = hook(matchConditions=[{"name": "c", "expression": "oldObject == null"}], failurePolicy="Ignore")
+    assert admission.match_conditions(h, weird, admission.build_review(POD)["request"]) is False  # error → skip
+
+
+TO_CEL_CASES = [
+    ("scalars", ["s", 1, -2, 1.5, True, False, None]),
+    ("nested", {"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"containers": [{"ports": [1, 2]}]}}),
+    ("empty", [{}, [], ""]),
+    ("tuple", (1, "x")),
+]
+
+
+@pytest.mark.parametrize("value", [c[1] for c in TO_CEL_CASES], ids=[c[0] for c in TO_CEL_CASES])
+def test_to_cel_is_celpys_conversion(value):
+    from celpy.adapter import json_to_cel
+
+    assert repr(admission.to_cel(value)) == repr(json_to_cel(value))
 
 
 def test_match_condition_error_with_fail_is_forbidden():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,61 @@ def test_broken_kubeconfig_is_reported(layout: dict[str, Path]) -> None:
     bad.write_text("apiVersion: v1\nkind: Config\ncurrent-context: missing\n")
     with pytest.raises(kubeconfig.ClusterNotFound, match="not usable"):
         kubeconfig.load(bad, environ={}, home=layout["home"], service_account_dir=layout["sa"])
+
+
+# --- credential refresh: free when nothing can change ------------------------------------------------------------
+
+def _exec_user(expiry: str | None) -> dict:
+    status: dict = {"token": "from-exec"}
+    if expiry:
+        status["expirationTimestamp"] = expiry
+    credential = {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": status}
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                     "args": ["-c", f"print({json.dumps(json.dumps(credential))})"]}}
+
+
+@pytest.mark.parametrize(
+    ("user", "hook", "token"),
+    [
+        ({"token": "t0k"}, False, "bearer t0k"),
+        ({"tokenFile": "TOKEN_FILE"}, False, "bearer from-file"),
+        ({"username": "u", "password": "p"}, False, "basic dtpw"),
+        (_exec_user(None), True, "bearer from-exec"),
+        (_exec_user("2999-01-01T00:00:00Z"), True, "bearer from-exec"),
+    ],
+    ids=["static-token", "token-file-read-once", "basic-auth", "exec-plugin", "exec-plugin-expiring"],
+)
+def test_refresh_hook_only_when_credentials_can_change(tmp_path: Path, user: dict, hook: bool, token: str) -> None:
+    (tmp_path / "token").write_text("from-file")
+    user = {k: (str(tmp_path / "token") if v == "TOKEN_FILE" else v) for k, v in user.items()}
+    path = tmp_path / "kc.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://k:6443", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))
+    cfg = kubeconfig.load(path, environ={}, home=tmp_path, service_account_dir=tmp_path / "sa")
+    assert (cfg.refresh_api_key_hook is not None) is hook
+    assert cfg.auth_settings()["BearerToken"]["value"].lower() == token
+    assert cfg.host == "https://k:6443"
+
+
+def test_in_cluster_token_is_reread_once_a_period(layout: dict[str, Path]) -> None:
+    _sa(layout)
+    environ = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    cfg = kubeconfig.load(environ=environ, home=layout["home"], service_account_dir=layout["sa"])
+    refresher = cfg.refresh_api_key_hook
+    assert isinstance(refresher, kubeconfig.TokenFileRefresher)
+    now = [0.0]
+    refresher = kubeconfig.TokenFileRefresher(layout["sa"] / "token", period=60.0, clock=lambda: now[0])
+    cfg.refresh_api_key_hook = refresher
+    (layout["sa"] / "token").write_text("rotated\n")
+    assert cfg.auth_settings()["BearerToken"]["value"] == "bearer in-cluster-token"  # within the period
+    now[0] = 60.0
+    assert cfg.auth_settings()["BearerToken"]["value"] == "bearer rotated"
+    (layout["sa"] / "token").write_text("")
+    now[0] = 121.0
+    with pytest.raises(Exception, match="empty"):
+        cfg.auth_settings()
+    assert cfg.host == "https://10.0.0.1:443"
