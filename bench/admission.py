@@ -4,8 +4,9 @@ Starts `lahar webhook --state ...` (uvicorn, HTTPS, static look-ups) and a bare 
 `webhooks.server` settings, each in its own process; drives them from client processes (asyncio + uvloop, raw
 keep-alive HTTP/1.1 over TLS, pre-built requests, so the client stays light on a 2-core machine) with realistic
 Volcano Job and Pod reviews on `/jobs/validate`, `/jobs/mutate` and `/pods/mutate`. Prints, per path: saturation
-throughput and p50/p95/p99 for lahar and bare, lahar's share of the bare throughput, and latency at a fixed
-1,000 reviews/s (open loop: latency counted from the intended send time).
+throughput, p50/p95/p99 and the server process's CPU time per review (Linux /proc; robust to a shared machine,
+unlike the rest) for lahar and bare, lahar's share of the bare throughput, and latency at a fixed 1,000 reviews/s
+(open loop: latency counted from the intended send time).
 Targets (2 cores, client on the same machine): p99 <= 5 ms at 1,000/s; >= 4,000/s on /pods/mutate; >= 50 % of bare.
 
 AdmissionPolicies (`--policies N`, default 20; 0 skips): a third `lahar webhook --state ... --policies FILE` with N
@@ -214,9 +215,22 @@ def _client(port: int, ca: str, request: bytes, connections: int, duration: floa
     out.put((latencies, errors[:5], len(errors)))
 
 
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process (Linux /proc), or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def drive(port: int, ca: str, path: str, *, processes: int, connections: int, duration: float,
-          rate: float | None = None, warmup: float = 0.5) -> dict:
-    """Run the load; rate None = saturation (closed loop), else open loop at `rate` reviews/s in total."""
+          rate: float | None = None, warmup: float = 0.5, pid: int | None = None) -> dict:
+    """Run the load; rate None = saturation (closed loop), else open loop at `rate` reviews/s in total.
+    With the server's `pid`, also its CPU time per answered review (`cpu_us`): what the server spends on a review
+    whatever else runs on the machine, unlike the throughput and the tail."""
     request = http_request(path, review_body(path))
     ctx = mp.get_context("fork")
     if warmup:
@@ -229,6 +243,7 @@ def drive(port: int, ca: str, path: str, *, processes: int, connections: int, du
     per_proc_rate = rate / processes if rate else None
     procs = [ctx.Process(target=_client, args=(port, ca, request, connections, duration, per_proc_rate, q))
              for _ in range(processes)]
+    cpu_start = _cpu_seconds(pid)
     for p in procs:
         p.start()
     latencies: list[float] = []
@@ -241,13 +256,16 @@ def drive(port: int, ca: str, path: str, *, processes: int, connections: int, du
         n_errors += n
     for p in procs:
         p.join()
+    cpu_end = _cpu_seconds(pid)
     latencies.sort()
 
     def pct(x: float) -> float:
         return latencies[min(len(latencies) - 1, int(x * len(latencies)))] * 1000 if latencies else float("nan")
 
+    cpu_us = ((cpu_end - cpu_start) / len(latencies) * 1e6 if cpu_start is not None and cpu_end is not None
+              and latencies else float("nan"))
     return {"n": len(latencies), "rps": len(latencies) / duration, "p50": pct(0.50), "p95": pct(0.95),
-            "p99": pct(0.99), "errors": n_errors, "error_samples": errors}
+            "p99": pct(0.99), "errors": n_errors, "error_samples": errors, "cpu_us": cpu_us}
 
 
 # -- AdmissionPolicies: p99 with N CEL policies loaded vs none ------------------------------------------------------
@@ -416,16 +434,17 @@ def main() -> int:
         cpus = os.cpu_count()
         print(f"admission benchmark: {cpus} CPUs, uvicorn http={args.http}, {args.processes} client processes x "
               f"{args.connections} connections, {args.duration:.0f} s per run")
-        print(f"{'path':<16} {'server':<6} {'reviews/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
+        print(f"{'path':<16} {'server':<6} {'reviews/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7} "
+              f"{'server CPU/review':>18}")
         summary = []
         for path in ([] if args.only_policies else args.paths.split(",")):
             results = {}
-            for name, (port, _) in servers.items():
+            for name, (port, proc) in servers.items():
                 r = drive(port, ca_path, path, processes=args.processes, connections=args.connections,
-                          duration=args.duration)
+                          duration=args.duration, pid=proc.pid)
                 results[name] = r
                 print(f"{path:<16} {name:<6} {r['rps']:>10,.0f} {r['p50']:>8.2f} {r['p95']:>8.2f} {r['p99']:>8.2f} "
-                      f"{r['errors']:>7}")
+                      f"{r['errors']:>7} {r['cpu_us']:>15.0f} µs")
                 for sample in r["error_samples"]:
                     print(f"    error: {sample}")
             share = results["lahar"]["rps"] / results["bare"]["rps"]
@@ -435,10 +454,12 @@ def main() -> int:
                               duration=args.duration, rate=args.rate)
                 print(f"{path:<16} {'lahar':<6} {fixed['rps']:>10,.0f} {fixed['p50']:>8.2f} {fixed['p95']:>8.2f} "
                       f"{fixed['p99']:>8.2f} {fixed['errors']:>7}   (fixed rate {args.rate:,.0f}/s)")
-            summary.append((path, results["lahar"]["rps"], share, fixed))
+            summary.append((path, results["lahar"]["rps"], share, fixed, results["lahar"]["cpu_us"],
+                            results["bare"]["cpu_us"]))
         print()
-        for path, rps, share, fixed in summary:
-            line = f"{path:<16} lahar {rps:,.0f} reviews/s = {share:.0%} of bare"
+        for path, rps, share, fixed, cpu, bare_cpu in summary:
+            line = (f"{path:<16} lahar {rps:,.0f} reviews/s = {share:.0%} of bare; server CPU {cpu:.0f} µs/review "
+                    f"(bare {bare_cpu:.0f})")
             if fixed:
                 line += f"; at {args.rate:,.0f}/s p99 {fixed['p99']:.2f} ms"
             print(line)

@@ -15,6 +15,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import orjson
+
 from kube import quantity
 from webhooks import _k8svalidation as k8s
 
@@ -61,7 +63,8 @@ DeviceCheck = Callable[..., list[str]]
 
 
 class QueueLookups(Protocol):
-    """What the queue rules read (a `webhooks.lookups.Lookups` satisfies it): `queue(name)` and `queues()`."""
+    """What the queue rules read (a `webhooks.lookups.Lookups` satisfies it): `queue(name)` and `queues()` (and, when
+    the look-ups have it, `child_queue_count(name)` instead of scanning `queues()`)."""
 
     def queue(self, name: str) -> dict | None: ...
 
@@ -367,20 +370,51 @@ def _task_topology_error(task: Mapping[str, Any], index: int) -> str:
     return ""
 
 
-def _template_errors(task: Mapping[str, Any], index: int, namespace: str) -> str:
-    errs = k8s.validate_pod_template(task.get("template"), name=str(task.get("name") or ""), namespace=namespace)
-    if errs:
-        return f"spec.task[{index}]." + "".join(e + ". " for e in errs)
-    return _task_topology_error(task, index)
+def _same_json(a: Any, b: Any) -> bool:
+    """`a == b` as JSON sees it (Python's `==` takes `1`, `1.0` and `true` for one value; messages do not)."""
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except (TypeError, orjson.JSONEncodeError):
+        return False
 
 
-def _device_errors(task: Mapping[str, Any], index: int, device_check: DeviceCheck | None, config: Any) -> str:
-    if device_check is None:
-        return ""
-    template = _dict(task.get("template"))
-    annotations = _dict(_dict(template.get("metadata")).get("annotations"))
-    errs = device_check(_dict(template.get("spec")), config=config, annotations=annotations)
-    return "".join(f" spec.task[{index}].template: {e};" for e in errs or ())
+class _TemplateChecks:
+    """The per-template checks of one Job (`ValidatePodTemplate`'s subset and the device checks), each run once
+    per distinct template: tasks often share one (equal dicts), and both checks read nothing but the template
+    (plus the Job's namespace and the configuration, the same for every task)."""
+
+    _MAX_SEEN = 16                 # distinct templates remembered; a Job with more simply checks the rest
+
+    def __init__(self, namespace: str, device_check: DeviceCheck | None, config: Any) -> None:
+        self.namespace, self.device_check, self.config = namespace, device_check, config
+        self._seen: list[list[Any]] = []
+
+    def _entry(self, template: Any) -> list[Any]:
+        for entry in self._seen:
+            if entry[0] is template or (entry[0] == template and _same_json(entry[0], template)):
+                return entry
+        entry = [template, None, None]       # template, its errors, its device errors (filled when first needed)
+        if len(self._seen) < self._MAX_SEEN:
+            self._seen.append(entry)
+        return entry
+
+    def errors(self, task: Mapping[str, Any], index: int) -> tuple[str, str]:
+        """(template errors — else the topology error —, device errors) of a task, in Volcano's wording and in
+        the order the checks ran before (template, topology, devices)."""
+        entry = self._entry(task.get("template"))
+        if entry[1] is None:
+            entry[1] = k8s.pod_template_errors(entry[0])
+        errs = k8s.pod_template_meta_errors(str(task.get("name") or ""), self.namespace) + entry[1]
+        template_msg = (f"spec.task[{index}]." + "".join(e + ". " for e in errs) if errs
+                        else _task_topology_error(task, index))
+        if self.device_check is None:
+            return template_msg, ""
+        if entry[2] is None:
+            template = _dict(entry[0])
+            annotations = _dict(_dict(template.get("metadata")).get("annotations"))
+            entry[2] = list(self.device_check(_dict(template.get("spec")), config=self.config,
+                                              annotations=annotations) or ())
+        return template_msg, "".join(f" spec.task[{index}].template: {e};" for e in entry[2])
 
 
 def _queue_errors(queue_name: str, lookups: QueueLookups) -> str:
@@ -394,7 +428,9 @@ def _queue_errors(queue_name: str, lookups: QueueLookups) -> str:
         msg += f" can only submit job to queue with state `Open`, queue `{name}` status is `{state}`;"
     if name == "root":
         return msg + ROOT_QUEUE
-    children = sum(1 for q in lookups.queues() if _dict(q.get("spec")).get("parent") == name)
+    count = getattr(lookups, "child_queue_count", None)   # an index in lahar's look-ups; else a scan
+    children = count(name) if count is not None else sum(
+        1 for q in lookups.queues() if _dict(q.get("spec")).get("parent") == name)
     if children:
         msg += f" can only submit job to leaf queue, queue `{name}` has {children} child queues;"
     return msg
@@ -425,6 +461,7 @@ def validate_spec(spec: Mapping[str, Any], *, job_name: str, namespace: str, che
     seen: set[str] = set()
     total_replicas = 0
     has_dependencies = False
+    templates = _TemplateChecks(namespace, device_check, config)
     for index, task in enumerate(tasks):
         name = str(task.get("name") or "")
         if task.get("dependsOn") is not None:
@@ -445,8 +482,8 @@ def validate_spec(spec: Mapping[str, Any], *, job_name: str, namespace: str, che
             errs = k8s.is_qualified_name(pod_name)
             if errs:
                 msg += f"create pod with name {pod_name} validate failed {k8s.go_list(errs)};"
-        msg += _template_errors(task, index, namespace)
-        msg += _device_errors(task, index, device_check, config)
+        template_msg, device_msg = templates.errors(task, index)
+        msg += template_msg + device_msg
         partition_err = _partition_error(task, job_name)
         if partition_err:
             msg += f" {partition_err};"

@@ -9,13 +9,17 @@ labels, containers (required, names, duplicates), resources (names, non-negative
 resources integral and request == limit), restartPolicy, dnsPolicy, and pod-level resources (requests <= limits,
 requests >= the containers' aggregate). Volumes, probes, security contexts, affinity syntax and the rest of the
 pod spec are left to the API server, which checks them again when the job controller creates the pods.
+The name checks are memoized (bounded LRU; each call returns a fresh list): the same resource names, label keys
+and namespaces come back in every review. `validate_pod_template` = `pod_template_meta_errors` (the task name and
+namespace) + `pod_template_errors` (the template alone, which tasks sharing a template share).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kube import quantity
@@ -30,6 +34,8 @@ __all__ = [
     "is_dns1123_subdomain",
     "is_qualified_name",
     "is_valid_label_value",
+    "pod_template_errors",
+    "pod_template_meta_errors",
     "validate_pod_template",
 ]
 
@@ -67,7 +73,17 @@ def go_list(items: Iterable[Any]) -> str:
     return "[" + " ".join(str(i) for i in items) + "]"
 
 
-def is_dns1123_label(value: str) -> list[str]:
+# The name checks are pure functions of one string and the same few strings (resource names, label keys, the
+# namespace) come back in every review: their answers are memoized (bounded), returned as fresh lists.
+_MEMO_MAX = 4096
+
+
+def _memo(fn: Callable[[str], tuple[str, ...]]) -> Callable[[str], tuple[str, ...]]:
+    return functools.lru_cache(maxsize=_MEMO_MAX)(fn)
+
+
+@_memo
+def _dns1123_label(value: str) -> tuple[str, ...]:
     errs = []
     if len(value) > 63:
         errs.append(_max_len_error(63))
@@ -76,19 +92,21 @@ def is_dns1123_label(value: str) -> list[str]:
             errs.append("must not contain dots")
         else:
             errs.append(_regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
-    return errs
+    return tuple(errs)
 
 
-def is_dns1123_subdomain(value: str) -> list[str]:
+@_memo
+def _dns1123_subdomain(value: str) -> tuple[str, ...]:
     errs = []
     if len(value) > 253:
         errs.append(_max_len_error(253))
     if not _DNS1123_SUBDOMAIN_RE.match(value):
         errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
+    return tuple(errs)
 
 
-def is_qualified_name(value: str) -> list[str]:
+@_memo
+def _qualified_name(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -98,26 +116,43 @@ def is_qualified_name(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+            errs.extend("prefix part " + m for m in _dns1123_subdomain(prefix))
     else:
-        return ["a qualified name " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+        return ("a qualified name " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",)
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
         errs.append("name part " + _max_len_error(63))
     if not _QNAME_RE.match(name):
         errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
+    return tuple(errs)
 
 
-def is_valid_label_value(value: str) -> list[str]:
+@_memo
+def _label_value(value: str) -> tuple[str, ...]:
     errs = []
     if len(value) > 63:
         errs.append(_max_len_error(63))
     if not _LABEL_VALUE_RE.match(value):
         errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
+    return tuple(errs)
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    return list(_dns1123_label(value))
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    return list(_dns1123_subdomain(value))
+
+
+def is_qualified_name(value: str) -> list[str]:
+    return list(_qualified_name(value))
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    return list(_label_value(value))
 
 
 # -- field.Error rendering -----------------------------------------------------------------------------------------
@@ -166,25 +201,32 @@ def _is_native(name: str) -> bool:
     return "/" not in name or "kubernetes.io/" in name
 
 
+@functools.lru_cache(maxsize=_MEMO_MAX)
 def _is_extended(name: str) -> bool:
     if _is_native(name) or name.startswith("requests."):
         return False
-    return not is_qualified_name("requests." + name)
+    return not _qualified_name("requests." + name)
 
 
 def _overcommit_allowed(name: str) -> bool:
     return _is_native(name) and not _is_hugepages(name)
 
 
-def _resource_name_errors(name: str, path: str) -> list[str]:
-    errs = [field_invalid(path, name, m) for m in is_qualified_name(name)]
+@functools.lru_cache(maxsize=_MEMO_MAX)
+def _resource_name_problems(name: str) -> tuple[str, ...]:
+    """The `field_invalid` details of a resource name (memoized: names repeat in every review)."""
+    details = list(_qualified_name(name))
     if "/" not in name:
         if name not in _STANDARD_CONTAINER_RESOURCES and not _is_hugepages(name):
-            errs.append(field_invalid(path, name, "must be a standard resource type or fully qualified"))
-            errs.append(field_invalid(path, name, "must be a standard resource for containers"))
+            details.append("must be a standard resource type or fully qualified")
+            details.append("must be a standard resource for containers")
     elif not _is_native(name) and not _is_extended(name):
-        errs.append(field_invalid(path, name, "doesn't follow extended resource name standard"))
-    return errs
+        details.append("doesn't follow extended resource name standard")
+    return tuple(details)
+
+
+def _resource_name_errors(name: str, path: str) -> list[str]:
+    return [field_invalid(path, name, m) for m in _resource_name_problems(name)]
 
 
 def _quantities(rl: Any, path: str, errs: list[str]) -> dict[str, quantity.Quantity]:
@@ -192,18 +234,22 @@ def _quantities(rl: Any, path: str, errs: list[str]) -> dict[str, quantity.Quant
     if not isinstance(rl, dict):
         return out
     for name, raw in rl.items():
-        key_path = f"{path}[{name}]"
-        errs.extend(_resource_name_errors(str(name), key_path))
+        name = str(name)
+        problems = _resource_name_problems(name)
+        if problems:
+            key_path = f"{path}[{name}]"
+            errs.extend(field_invalid(key_path, name, m) for m in problems)
         try:
             q = quantity.parse(raw)
         except (quantity.QuantityError, ValueError, TypeError) as e:
-            errs.append(field_invalid(key_path, raw, str(e)))
+            errs.append(field_invalid(f"{path}[{name}]", raw, str(e)))
             continue
-        out[str(name)] = q
-        if q.milli_value() < 0:
-            errs.append(field_invalid(key_path, str(q), "must be greater than or equal to 0"))
-        if _is_extended(str(name)) and q.milli_value() % 1000 != 0:
-            errs.append(field_invalid(key_path, str(q), "must be an integer"))
+        out[name] = q
+        milli = q.milli_value()
+        if milli < 0:
+            errs.append(field_invalid(f"{path}[{name}]", str(q), "must be greater than or equal to 0"))
+        if milli % 1000 != 0 and _is_extended(name):
+            errs.append(field_invalid(f"{path}[{name}]", str(q), "must be an integer"))
     return out
 
 
@@ -217,15 +263,16 @@ def _resource_requirements(res: Any, path: str) -> tuple[list[str], dict[str, qu
     for name, req in requests.items():
         lim = limits.get(name)
         if lim is not None:
-            if req.milli_value() != lim.milli_value() and not _overcommit_allowed(name):
+            req_milli, lim_milli = req.milli_value(), lim.milli_value()
+            if req_milli != lim_milli and not _overcommit_allowed(name):
                 errs.append(field_invalid(f"{path}.requests", str(req), f"must be equal to {name} limit of {lim}"))
-            elif req.milli_value() > lim.milli_value():
+            elif req_milli > lim_milli:
                 errs.append(field_invalid(f"{path}.requests", str(req),
                                           f"must be less than or equal to {name} limit of {lim}"))
         elif not _overcommit_allowed(name):
             errs.append(field_required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
-    has_cpu_mem = any(n in ("cpu", "memory") for n in (*limits, *requests))
-    if not has_cpu_mem and any(_is_hugepages(n) for n in (*limits, *requests)):
+    if not ("cpu" in limits or "memory" in limits or "cpu" in requests or "memory" in requests) \
+            and any(_is_hugepages(n) for n in (*limits, *requests)):
         errs.append(f"{path}: Forbidden: HugePages require cpu or memory")
     return errs, requests, limits
 
@@ -235,18 +282,23 @@ def _containers(items: Any, path: str, names: set[str], errs: list[str]) -> list
     for i, c in enumerate(items if isinstance(items, list) else []):
         if not isinstance(c, dict):
             continue
-        cpath = f"{path}[{i}]"
         name = c.get("name") or ""
         if not name:
-            errs.append(field_required(f"{cpath}.name"))
+            errs.append(field_required(f"{path}[{i}].name"))
         else:
-            errs.extend(field_invalid(f"{cpath}.name", name, m) for m in is_dns1123_label(str(name)))
+            if name_errs := _dns1123_label(str(name)):
+                errs.extend(field_invalid(f"{path}[{i}].name", name, m) for m in name_errs)
             if name in names:
-                errs.append(field_duplicate(f"{cpath}.name", name))
+                errs.append(field_duplicate(f"{path}[{i}].name", name))
             names.add(str(name))
-        res_errs, reqs, _ = _resource_requirements(c.get("resources"), f"{cpath}.resources")
-        errs.extend(res_errs)
-        requests.append(reqs)
+        res = c.get("resources")
+        if isinstance(res, dict):
+            res_errs, reqs, _ = _resource_requirements(res, f"{path}[{i}].resources")
+            if res_errs:
+                errs.extend(res_errs)
+            requests.append(reqs)
+        else:
+            requests.append({})
     return requests
 
 
@@ -258,22 +310,36 @@ def _sum(lists: Iterable[dict[str, quantity.Quantity]]) -> dict[str, quantity.Qu
 
 
 def validate_pod_template(template: Any, *, name: str, namespace: str) -> list[str]:
-    """Errors of `ValidatePodTemplate` (the subset above) for a PodTemplate named `name`, rendered like Go."""
+    """Errors of `ValidatePodTemplate` (the subset above) for a PodTemplate named `name`, rendered like Go:
+    `pod_template_meta_errors(name, namespace) + pod_template_errors(template)`."""
+    return pod_template_meta_errors(name, namespace) + pod_template_errors(template)
+
+
+def pod_template_meta_errors(name: str, namespace: str) -> list[str]:
+    """The PodTemplate's ObjectMeta errors (its name is the task name), the first part of `validate_pod_template`."""
     errs: list[str] = []
-    template = template if isinstance(template, dict) else {}
-    # ObjectMeta of the PodTemplate: its name is the task name.
     if not name:
         errs.append(field_required("metadata.name", "name or generateName is required"))
     else:
-        errs.extend(field_invalid("metadata.name", name, m) for m in is_dns1123_subdomain(name))
+        errs.extend(field_invalid("metadata.name", name, m) for m in _dns1123_subdomain(name))
     if namespace:
-        errs.extend(field_invalid("metadata.namespace", namespace, m) for m in is_dns1123_label(namespace))
+        errs.extend(field_invalid("metadata.namespace", namespace, m) for m in _dns1123_label(namespace))
+    return errs
+
+
+def pod_template_errors(template: Any) -> list[str]:
+    """The errors of the template itself (labels, containers, policies, pod resources), the second part of
+    `validate_pod_template`: a function of the template alone, so tasks sharing a template share the answer."""
+    errs: list[str] = []
+    template = template if isinstance(template, dict) else {}
     meta = template.get("metadata") or {}
     labels = meta.get("labels") if isinstance(meta, dict) else None
     if isinstance(labels, dict):
         for k, v in labels.items():
-            errs.extend(field_invalid("template.metadata.labels", k, m) for m in is_qualified_name(str(k)))
-            errs.extend(field_invalid("template.metadata.labels", v, m) for m in is_valid_label_value(str(v or "")))
+            if key_errs := _qualified_name(str(k)):
+                errs.extend(field_invalid("template.metadata.labels", k, m) for m in key_errs)
+            if value_errs := _label_value(str(v or "")):
+                errs.extend(field_invalid("template.metadata.labels", v, m) for m in value_errs)
     spec = template.get("spec") or {}
     if not isinstance(spec, dict):
         spec = {}

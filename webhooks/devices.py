@@ -30,6 +30,8 @@ joint-allocate or allocate-hint annotation, one naming device types the pod does
 than SamePCIe; pairing demanded without a GPU; more VFs than GPUs under one-to-one pairing.
 Warnings (from `normalize_pod`, also `device_warnings`): more than one MIG device per container, MIG cores
 below 100, a MIG profile name no configured model offers, a MIG-mode request whose GPU model is unknown.
+A well-formed pod spec that names no resource and carries no annotation any of these rules reads (most pods and
+task templates) is answered at once — nothing to refuse, change or warn about — without running them.
 """
 
 from __future__ import annotations
@@ -439,6 +441,73 @@ def _rdma_errors(spec: Mapping[str, Any], annotations: Mapping[str, str], config
     return errs
 
 
+# --- the device-free fast path ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Relevant:
+    """What any device rule reads under one configuration: resource names, the MIG prefix, pod annotations."""
+
+    names: frozenset[str]
+    mig_prefix: str
+    annotations: frozenset[str]
+
+
+_RELEVANT: dict[int, tuple[AdmissionConfig, _Relevant]] = {}   # id(config) → (config, its _Relevant)
+
+
+def _relevant(config: AdmissionConfig) -> _Relevant:
+    hit = _RELEVANT.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    d = config.devices
+    names = {n for v in d.vgpu.vocabularies for n in v.names()}
+    names |= {d.mig.whole_gpu_resource, d.rdma.koordinator_rdma, *d.rdma.rdma_resources, *d.rdma.gpu_resources,
+              *_KOORD_NAMES}
+    annotations = {v.mode_annotation for v in d.vgpu.vocabularies}
+    annotations |= {d.mig.gpu_type_annotation, d.rdma.pairing_annotation, JOINT_ALLOCATE_ANNOTATION,
+                    ALLOCATE_HINT_ANNOTATION}
+    out = _Relevant(frozenset(names - {""}), d.mig.resource_prefix, frozenset(annotations - {""}))
+    if len(_RELEVANT) >= 64:   # configurations change rarely; the entry keeps its config alive, so ids stay unique
+        _RELEVANT.clear()
+    _RELEVANT[id(config)] = (config, out)
+    return out
+
+
+def _device_free(spec: Any, rel: _Relevant) -> bool:
+    """True when no container of a well-formed pod spec names a resource any device rule reads: then there is
+    nothing to check or normalize. Anything unusual in its shape answers False (the full rules decide)."""
+    if not isinstance(spec, dict):
+        return False
+    selector = spec.get("nodeSelector")
+    if selector and not isinstance(selector, dict):
+        return False
+    names, prefix = rel.names, rel.mig_prefix
+    for key in ("initContainers", "containers"):
+        items = spec.get(key)
+        if not items:
+            continue
+        if not isinstance(items, list):
+            return False
+        for c in items:
+            if not isinstance(c, dict):
+                continue
+            res = c.get("resources")
+            if not res:
+                continue
+            if not isinstance(res, dict):
+                return False
+            for part in (res.get("limits"), res.get("requests")):
+                if not part:
+                    continue
+                if not isinstance(part, dict):
+                    return False
+                for name in part:
+                    if type(name) is not str or name in names or name.startswith(prefix):
+                        return False
+    return True
+
+
 # --- the public checks -----------------------------------------------------------------------------------------------
 
 
@@ -450,6 +519,9 @@ def check_pod_spec(spec: dict, *, config: AdmissionConfig, annotations: Mapping[
     limits) are not errors.
     """
     ann = annotations or {}
+    rel = _relevant(config)
+    if isinstance(ann, dict) and rel.annotations.isdisjoint(ann) and _device_free(spec, rel):
+        return []
     errs: list[str] = []
     vocabularies = config.devices.vgpu.vocabularies
     vc = config.devices.vgpu
@@ -484,9 +556,13 @@ def check_pod_spec(spec: dict, *, config: AdmissionConfig, annotations: Mapping[
 def device_warnings(spec: dict, *, config: AdmissionConfig, annotations: Mapping[str, str] | None = None) -> list[str]:
     """Warnings (not denials) about device requests: MIG counts above 1, MIG cores, unknown MIG profiles."""
     ann = annotations or {}
-    model = _mig_model(spec, ann, config)
+    return _warnings(list(_containers(spec)), config, ann, _mig_model(spec, ann, config))
+
+
+def _warnings(containers: list[_Container], config: AdmissionConfig, ann: Mapping[str, str],
+              model: GPUModel | None) -> list[str]:
     out: list[str] = []
-    for c in _containers(spec):
+    for c in containers:
         out.extend(_mig_warnings(c, config, ann, model))
     return out
 
@@ -592,9 +668,13 @@ def normalize_pod(pod: dict, *, config: AdmissionConfig) -> tuple[list[dict], li
     """
     spec = pod.get("spec") or {}
     ann = (pod.get("metadata") or {}).get("annotations") or {}
+    rel = _relevant(config)
+    if isinstance(ann, dict) and rel.annotations.isdisjoint(ann) and _device_free(spec, rel):
+        return [], []
     model = _mig_model(spec, ann, config)
+    containers = list(_containers(spec))
     ops: list[dict] = []
-    for c in _containers(spec):
+    for c in containers:
         ops.extend(_normalize_container(c, spec, ann, config, model))
     ops.extend(_annotation_ops(pod, _pairing_annotations(spec, ann, config)))
-    return ops, device_warnings(spec, config=config, annotations=ann)
+    return ops, _warnings(containers, config, ann, model)

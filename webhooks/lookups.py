@@ -2,11 +2,13 @@
 
 Handlers get a `Lookups`; the webhook server passes `InformerLookups` (watch-fed caches, never an API call per
 review), `lahar admit` and unit tests pass `StaticLookups` (a list of objects). Objects returned are shared:
-read them, never change them.
+read them, never change them. Both also answer `child_queue_count(name)` from an index (the job rules' leaf-queue
+check, on every Job review), where a plain `Lookups` is scanned with `queues()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable
@@ -16,7 +18,8 @@ from kube import errors, resources
 from kube.client import ClusterClient
 from kube.informers import Informer, InformerFactory
 
-__all__ = ["BUILTIN_QUEUES", "InformerLookups", "Lookups", "StaticLookups", "builtin_queue"]
+__all__ = ["BUILTIN_QUEUES", "QUEUE_PARENT_INDEX", "InformerLookups", "Lookups", "StaticLookups", "builtin_queue",
+           "queue_parent"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,7 @@ JOB = ("batch.volcano.sh", "Job")
 PODGROUP = ("scheduling.volcano.sh", "PodGroup")
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 BUILTIN_QUEUES = ("root", "default")
+QUEUE_PARENT_INDEX = "webhook-queue-parent"   # an informer index name
 
 
 @runtime_checkable
@@ -53,6 +57,13 @@ def builtin_queue(name: str) -> dict:
             "spec": spec, "status": {"state": "Open"}}
 
 
+def queue_parent(queue: dict) -> str | None:
+    """The queue's `spec.parent` when it is a string (what a child count compares), else None."""
+    spec = queue.get("spec")
+    parent = spec.get("parent") if isinstance(spec, dict) else None
+    return parent if isinstance(parent, str) else None
+
+
 def _group_kind(obj: dict) -> tuple[str, str]:
     group = str(obj.get("apiVersion") or "").rpartition("/")[0]
     return group, str(obj.get("kind") or "")
@@ -72,6 +83,7 @@ class StaticLookups:
     def __init__(self, objects: Iterable[dict] = (), *, builtin_queues: bool = True) -> None:
         self._by_kind: dict[tuple[str, str], dict[tuple[str, str], dict]] = {
             QUEUE: {}, NAMESPACE: {}, JOB: {}, PODGROUP: {}, PRIORITY_CLASS: {}}
+        self._children: dict[str, int] | None = None   # parent → child queues, rebuilt after an `add`
         for obj in objects:
             self.add(obj)
         if builtin_queues:
@@ -89,6 +101,7 @@ class StaticLookups:
         elif not ns:
             ns = "default"
         table[(ns, name)] = obj
+        self._children = None
         return True
 
     def ready(self) -> bool:
@@ -99,6 +112,18 @@ class StaticLookups:
 
     def queues(self) -> list[dict]:
         return list(self._by_kind[QUEUE].values())
+
+    def child_queue_count(self, name: str) -> int:
+        """How many queues name `name` as their parent."""
+        children = self._children
+        if children is None:
+            children = {}
+            for q in self._by_kind[QUEUE].values():
+                parent = queue_parent(q)
+                if parent is not None:
+                    children[parent] = children.get(parent, 0) + 1
+            self._children = children
+        return children.get(name, 0)
 
     def namespace(self, name: str) -> dict | None:
         return self._by_kind[NAMESPACE].get(("", name))
@@ -138,6 +163,8 @@ class InformerLookups:
             assert rt is not None, plural
             self._informers[plural] = self.factory.informer(rt)
         self._volcano = [plural for _, _, plural in self.VOLCANO]
+        with contextlib.suppress(ValueError):  # a shared factory's informer already has it (same function)
+            self._informers["queues"].add_index(QUEUE_PARENT_INDEX, queue_parent)
         self._missing: set[str] = set()       # list answered 404: CRD not installed (yet)
         self._pending: set[str] = set(self._volcano)  # not probed successfully yet
         self._lock = threading.Lock()
@@ -225,6 +252,10 @@ class InformerLookups:
 
     def queues(self) -> list[dict]:
         return self._informers["queues"].list()
+
+    def child_queue_count(self, name: str) -> int:
+        """How many queues name `name` as their parent (an informer index, not a scan)."""
+        return len(self._informers["queues"].by_index(QUEUE_PARENT_INDEX, name))
 
     def namespace(self, name: str) -> dict | None:
         return self._informers["namespaces"].get(None, name)

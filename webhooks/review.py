@@ -151,8 +151,46 @@ def _obj(data: Mapping[str, Any], key: str, where: str, *, required: bool = Fals
     return value
 
 
+def _well_formed(req: dict) -> Request | None:
+    """The `Request` of a review whose fields all have the expected types and values (what API servers send), or
+    None: then `parse` checks field by field and names what is wrong. Same result, a third of the work."""
+    uid, operation, gvk, gvr = req.get("uid"), req.get("operation"), req.get("kind"), req.get("resource")
+    obj, old, user_info, dry_run = req.get("object"), req.get("oldObject"), req.get("userInfo"), req.get("dryRun")
+    if not (type(uid) is str and uid and operation in _OBJECT_REQUIRED and type(gvk) is dict
+            and type(gvr) is dict and type(obj) is dict and (old is None or type(old) is dict)
+            and (operation == "CREATE" or old is not None)
+            and (user_info is None or type(user_info) is dict) and (dry_run is None or type(dry_run) is bool)):
+        return None
+    group, version, kind = gvk.get("group"), gvk.get("version"), gvk.get("kind")
+    resource, resource_group, resource_version = gvr.get("resource"), gvr.get("group"), gvr.get("version")
+    sub_resource, namespace, name = req.get("subResource"), req.get("namespace"), req.get("name")
+    for value in (group, resource_group, sub_resource, namespace, name):
+        if value is not None and type(value) is not str:
+            return None
+    for value in (version, kind, resource, resource_version):
+        if type(value) is not str or not value:
+            return None
+    # a frozen dataclass's __init__ sets each field through object.__setattr__ (2 µs for these 15); filling the
+    # instance dict is the same object, every field given
+    out = object.__new__(Request)
+    out.__dict__.update(uid=uid, operation=operation, group=group or "", version=version, kind=kind,
+                        resource=resource, sub_resource=sub_resource or "", namespace=namespace or "", name=name or "",
+                        object=obj, old_object=old, user_info=user_info or {}, dry_run=bool(dry_run),
+                        resource_group=resource_group or "", resource_version=resource_version)
+    return out
+
+
+_OBJECT_REQUIRED = ("CREATE", "UPDATE")   # the operations `_well_formed` takes (DELETE/CONNECT: `parse` checks)
+
+
 def parse(data: Any) -> Review:
     """Check and flatten a decoded AdmissionReview (`admission.k8s.io/v1` or `v1beta1`)."""
+    if type(data) is dict:
+        api_version, req = data.get("apiVersion"), data.get("request")
+        if api_version in API_VERSIONS and data.get("kind") == "AdmissionReview" and type(req) is dict:
+            fast = _well_formed(req)
+            if fast is not None:
+                return Review(api_version, fast)
     if not isinstance(data, dict):
         raise ReviewError(f"request body must be an AdmissionReview object, got a JSON {_json_type(data)}")
     api_version = data.get("apiVersion")

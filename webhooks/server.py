@@ -6,8 +6,8 @@ is installed a `CertReloader` watches the certificate files and moves new handsh
 open connections go on with the old one (no dropped in-flight reviews).
 
 Throughput settings (measured by `bench/admission.py`): httptools parser (about 1.5x h11's throughput here), uvloop,
-no access log, no `server` and `date` headers, lifespan off, `gc.freeze()` of everything alive at start; answers
-are encoded with orjson by `webhooks.app`.
+no access log, no proxy-headers middleware, no `server` and `date` headers, lifespan off, `gc.freeze()` of
+everything alive at start; answers are encoded with orjson by `webhooks.app`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class WebhookServer:
         self.config = uvicorn.Config(
             app, host=host, port=port, ssl_certfile=str(certfile), ssl_keyfile=str(keyfile), http=http, loop=loop,
             log_level=log_level, access_log=False, server_header=False, date_header=False, lifespan="off",
+            proxy_headers=False,   # the API server calls the webhook directly: no X-Forwarded-* to trust or parse
             backlog=backlog, timeout_graceful_shutdown=graceful_timeout,
         )
         self.config.load()  # creates config.ssl: the context every handshake starts from

@@ -99,6 +99,32 @@ def test_static_ignores_other_kinds_and_other_groups():
     assert lk.job("other", "j1") is None
 
 
+CHILD_COUNTS = [
+    ("none", [queue("a")], "a", 0),
+    ("two-children", [queue("a"), queue("b", parent="a"), queue("c", parent="a"), queue("d", parent="b")], "a", 2),
+    ("grandchild-not-counted", [queue("a"), queue("b", parent="a"), queue("d", parent="b")], "b", 1),
+    ("builtin-default-parent", [queue("b", parent="default")], "default", 1),
+    ("non-string-parent-ignored", [{**queue("b"), "spec": {"parent": 7}}], "7", 0),
+    ("spec-not-a-map", [{**queue("b"), "spec": "x"}], "x", 0),
+]
+
+
+@pytest.mark.parametrize(("objects", "name", "count"), [c[1:] for c in CHILD_COUNTS], ids=[c[0] for c in CHILD_COUNTS])
+def test_static_child_queue_count_matches_a_scan(objects, name, count):
+    lk = StaticLookups(objects)
+    scan = sum(1 for q in lk.queues() if isinstance(q.get("spec"), dict) and q["spec"].get("parent") == name)
+    assert lk.child_queue_count(name) == scan == count
+
+
+def test_static_child_queue_count_follows_add():
+    lk = StaticLookups([queue("a")])
+    assert lk.child_queue_count("a") == 0
+    lk.add(queue("b", parent="a"))
+    assert lk.child_queue_count("a") == 1
+    lk.add(queue("b", parent="default"))             # replaced: moved under default
+    assert (lk.child_queue_count("a"), lk.child_queue_count("default")) == (0, 1)
+
+
 # -- InformerLookups ---------------------------------------------------------------------------------------------------
 
 
@@ -119,8 +145,12 @@ def test_informer_lookups_follow_the_cluster():
         assert lk.job("other", "j1") is None
         assert lk.podgroup("team-a", "pg1") is not None
         assert lk.priority_class("high")["value"] == 1000
+        assert lk.child_queue_count("q1") == 0
         client.create(QUEUES, queue("q2", parent="q1"))
         wait_until(lambda: lk.queue("q2") is not None)
+        assert lk.child_queue_count("q1") == 1       # from the informer's parent index
+        client.delete(QUEUES, "q2")
+        wait_until(lambda: lk.child_queue_count("q1") == 0)
         client.delete(QUEUES, "q1")
         wait_until(lambda: lk.queue("q1") is None)
     assert not [t for t in threading.enumerate() if t.name.startswith(("informer-", "lookups-"))]

@@ -139,6 +139,34 @@ def test_parse_malformed(body, message):
     assert str(info.value) == message
 
 
+WELL_FORMED = [
+    ("create-v1", kube_review()),
+    ("create-v1beta1", kube_review(review.V1BETA1)),
+    ("update", kube_review(operation="UPDATE", oldObject=copy.deepcopy(JOB))),
+    ("dry-run-subresource", kube_review(dryRun=True, subResource="status")),
+    ("optional-fields-null", kube_review(name=None, namespace=None, userInfo=None, dryRun=None)),
+    ("optional-fields-absent", without(without(without(kube_review(), "request", "name"), "request", "userInfo"),
+                                       "request", "dryRun")),
+    ("core-group-absent", without(without(kube_review(), "request", "kind", "group"), "request", "resource", "group")),
+    ("delete", kube_review(operation="DELETE", object=None, oldObject=copy.deepcopy(JOB))),
+    ("create-with-old-object", kube_review(oldObject=copy.deepcopy(JOB))),
+]
+
+
+@pytest.mark.parametrize("body", [c[1] for c in WELL_FORMED], ids=[c[0] for c in WELL_FORMED])
+def test_parse_short_cut_builds_the_same_request(body, monkeypatch):
+    fast = review.parse(body)
+    monkeypatch.setattr(review, "_well_formed", lambda req: None)     # field-by-field checks only
+    slow = review.parse(body)
+    assert fast == slow and vars(fast.request) == vars(slow.request)
+
+
+@pytest.mark.parametrize(("body", "message"), [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
+def test_parse_short_cut_leaves_malformed_requests_to_the_checks(body, message):
+    if message.startswith("request."):   # the envelope's own errors are checked before the short cut
+        assert review._well_formed(body["request"]) is None
+
+
 @pytest.mark.parametrize(("raw", "start"), [
     (b"", "request body is empty"),
     (b"{", "request body is not valid JSON: "),
