@@ -247,8 +247,8 @@ class RestClient:
         if timeout_seconds is not None:
             query.append(("timeoutSeconds", max(1, int(timeout_seconds))))
             read_timeout = float(timeout_seconds) + _WATCH_SLACK
-        resp = self._call("GET", rt.path(ns), query=query, stream=True,
-                          timeout=urllib3.Timeout(connect=_CONNECT_TIMEOUT, read=read_timeout))
+        # a (connect, read) pair: the official client turns it into urllib3's Timeout (a Timeout object it ignores)
+        resp = self._call("GET", rt.path(ns), query=query, stream=True, timeout=(_CONNECT_TIMEOUT, read_timeout))
         return RestWatch(resp, rt)
 
     def create(self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:

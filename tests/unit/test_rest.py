@@ -70,3 +70,28 @@ def test_unknown_patch_type_is_refused_locally() -> None:
         with pytest.raises(errors.UnsupportedMediaType):
             client.patch(rt, "x", {}, patch_type="apply")  # type: ignore[arg-type]
         assert client.configuration.connection_pool_maxsize >= 32
+
+
+@pytest.mark.parametrize(("seconds", "read"), [(None, None), (60, 90.0)], ids=["no-server-timeout", "timeout-60s"])
+def test_watch_sends_a_connect_and_read_timeout_the_official_client_applies(seconds: int | None,
+                                                                            read: float | None) -> None:
+    """The official client honours a number or a (connect, read) pair and silently drops a urllib3.Timeout object:
+    a watch must not end up without a read timeout."""
+    import urllib3
+
+    from kube.resources import in_tree
+
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    client = rest.RestClient(cfg)
+    seen: dict[str, object] = {}
+
+    def request(method, url, **kw):  # noqa: ANN001, ANN003, ANN202 - the official client's call into urllib3
+        seen["timeout"] = kw.get("timeout")
+        return urllib3.HTTPResponse(body=b"", status=200, preload_content=False)
+
+    client.api.rest_client.pool_manager.request = request
+    client.watch(in_tree().lookup("pods"), namespace="ns", timeout_seconds=seconds)
+    timeout = seen["timeout"]
+    assert isinstance(timeout, urllib3.Timeout)
+    assert (timeout.connect_timeout, timeout.read_timeout) == (rest._CONNECT_TIMEOUT, read)
