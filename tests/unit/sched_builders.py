@@ -199,6 +199,17 @@ class queue(_B):  # noqa: N801
         return self
 
 
+def guaranteed_pod(name: str, cpu: str = "1", memory: str = "1Gi", *, policy: str | None = None,
+                   group: str = "pg1", **extra: str) -> pod:
+    """A Guaranteed pod (limits = requests) of PodGroup `group`, with an optional `volcano.sh/numa-topology-policy`."""
+    p = pod(name).req(cpu=cpu, memory=memory, **extra).group(group)
+    c = p.obj["spec"]["containers"][0]["resources"]
+    c["limits"] = dict(c["requests"])
+    if policy:
+        p.annotate(**{"volcano.sh/numa-topology-policy": policy})
+    return p
+
+
 def priority_class(name: str, value: int) -> dict[str, Any]:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value}

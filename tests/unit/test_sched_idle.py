@@ -83,6 +83,22 @@ def commit_back(objects: dict[str, dict[str, dict]], inputs: SnapshotInputs, d: 
             inputs.upsert("pods", p)
 
 
+def loaded(objects: dict[str, dict[str, dict]]) -> SnapshotInputs:
+    """A cache fed `objects` as informers would hand them out."""
+    inputs = SnapshotInputs()
+    for kind, objs in objects.items():
+        inputs.replace(kind, objs.values())
+    return inputs
+
+
+def settle(objects: dict[str, dict[str, dict]], conf: Any, rounds: int) -> SnapshotInputs:
+    """`rounds` sessions, each one's binds and statuses written back: the cluster as it looks once settled."""
+    inputs = loaded(objects)
+    for _ in range(rounds):
+        commit_back(objects, inputs, run_session(inputs.snapshot(), conf, registry=REGISTRY))
+    return inputs
+
+
 def cluster() -> dict[str, dict[str, dict]]:
     """Running gangs, a gang that fits (binds in the first session), one that never fits, one waiting to enqueue."""
     objs: dict[str, dict[str, dict]] = {k: {} for k in KINDS}
@@ -100,9 +116,7 @@ def cluster() -> dict[str, dict[str, dict]]:
 
 def test_idle_session_changes_nothing_and_repeats_its_decisions() -> None:
     objects = cluster()
-    inputs = SnapshotInputs()
-    for kind, objs in objects.items():
-        inputs.replace(kind, objs.values())
+    inputs = loaded(objects)
     first = run_session(inputs.snapshot(), SESSION_CONF, registry=REGISTRY)
     assert first.binds and any(u.changed for u in first.podgroups.values())
     commit_back(objects, inputs, first)
@@ -125,11 +139,7 @@ def test_idle_session_changes_nothing_and_repeats_its_decisions() -> None:
 
 def test_a_changed_pod_unsettles_only_its_job() -> None:
     objects = cluster()
-    inputs = SnapshotInputs()
-    for kind, objs in objects.items():
-        inputs.replace(kind, objs.values())
-    for _ in range(5):
-        commit_back(objects, inputs, run_session(inputs.snapshot(), SESSION_CONF, registry=REGISTRY))
+    inputs = settle(objects, SESSION_CONF, 5)
     before = run_session(inputs.snapshot(), SESSION_CONF, registry=REGISTRY).counters["podgroups_settled"]
     failed = {**objects["pods"]["ns/r0"], "status": {"phase": "Failed"}}
     objects["pods"]["ns/r0"] = failed
@@ -149,9 +159,7 @@ def test_settled_close_equals_fresh_close(ops: list[tuple[str, Any, Any]]) -> No
     """Over random object changes, sessions and their commits: a session on the incrementally kept snapshot (with
     settled jobs reused) decides exactly what a session on a fresh full build decides."""
     objects = base_objects()
-    inputs = SnapshotInputs()
-    for kind, objs in objects.items():
-        inputs.replace(kind, objs.values())
+    inputs = loaded(objects)
     last: Decisions | None = None
     for n, (op, kind, arg) in enumerate(ops):
         if op == "upsert":
@@ -225,11 +233,7 @@ def test_fit_errors_of_this_session_unsettle_a_job() -> None:
                               actions=REGISTRY.action_names, plugins=REGISTRY.plugin_names)
     assert enqueue_only.actions == ("enqueue",)
     objects = cluster()
-    inputs = SnapshotInputs()
-    for kind, objs in objects.items():
-        inputs.replace(kind, objs.values())
-    for _ in range(3):
-        commit_back(objects, inputs, run_session(inputs.snapshot(), enqueue_only, registry=REGISTRY))
+    inputs = settle(objects, enqueue_only, 3)
     d = run_session(inputs.snapshot(), enqueue_only, registry=REGISTRY)
     assert not [u for u in d.podgroups.values() if u.changed] and not d.pod_conditions
     assert d.counters["podgroups_settled"] == len(d.podgroups)
@@ -243,11 +247,7 @@ def test_a_session_that_never_closed_is_undone_on_every_job() -> None:
     """The next snapshot resets per-session fields only on the jobs the last session closed — on all of them when
     it did not close (an action raised): what it left behind must not reach the next session."""
     objects = cluster()
-    inputs = SnapshotInputs()
-    for kind, objs in objects.items():
-        inputs.replace(kind, objs.values())
-    for _ in range(3):
-        commit_back(objects, inputs, run_session(inputs.snapshot(), SESSION_CONF, registry=REGISTRY))
+    inputs = settle(objects, SESSION_CONF, 3)
     ssn = Session(inputs.snapshot(), SESSION_CONF, REGISTRY)
     for name in ("enqueue", "allocate"):
         REGISTRY.action(name, {}).execute(ssn)

@@ -26,6 +26,7 @@ from scheduler.plugins.numaaware import (
 )
 from scheduler.registry import in_tree_registry
 from scheduler.topology import hints
+from tests.unit.sched_builders import guaranteed_pod as gpod
 from tests.unit.sched_builders import node, pod, podgroup, queue, tiers_conf
 
 GI = 1 << 30
@@ -53,15 +54,6 @@ def mem(n0: str, n1: str, **hugepages: tuple[str, str]) -> dict[str, dict[str, s
         key = "hugepages-" + size.removeprefix("hugepages_")
         out["0"][key], out["1"][key] = h0, h1
     return out
-
-
-def gpod(name: str, cpu: str = "1", memory: str = "1Gi", *, policy: str | None = None, **extra: str) -> pod:
-    p = pod(name).req(cpu=cpu, memory=memory, **extra).group("pg1")
-    c = p.obj["spec"]["containers"][0]["resources"]
-    c["limits"] = dict(c["requests"])
-    if policy:
-        p.annotate(**{"volcano.sh/numa-topology-policy": policy})
-    return p
 
 
 CONF = tiers_conf("allocate", ["gang"], ["predicates", "proportion", "numa-aware"])

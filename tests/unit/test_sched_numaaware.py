@@ -27,7 +27,8 @@ from scheduler.plugins.numaaware import (
 from scheduler.registry import in_tree_registry
 from scheduler.session import run_session
 from scheduler.topology import TopologyHint, hints
-from tests.unit.sched_builders import node, pod, podgroup, queue, tiers_conf
+from tests.unit.sched_builders import guaranteed_pod as gpod
+from tests.unit.sched_builders import node, podgroup, queue, tiers_conf
 
 # Volcano's cpu_mng_test.go machine: 8 CPUs, 2 sockets = 2 NUMA nodes, 2 threads per core
 CPU_DETAIL = {0: (0, 0, 0), 1: (0, 0, 0), 2: (0, 1, 0), 3: (0, 1, 0),
@@ -44,15 +45,6 @@ def numatopo(name: str, *, policy: str = "best-effort", cpu_policy: str = "stati
 
 
 TOPO = node_topology(numatopo("n1"))
-
-
-def gpod(name: str, cpu: str, *, policy: str | None = None, group: str = "pg1") -> Any:
-    p = pod(name).req(cpu=cpu, memory="1Gi").group(group)
-    c = p.obj["spec"]["containers"][0]["resources"]
-    c["limits"] = dict(c["requests"])
-    if policy:
-        p.annotate(**{"volcano.sh/numa-topology-policy": policy})
-    return p
 
 
 CONF = tiers_conf("allocate", ["gang"], ["predicates", "proportion", "numa-aware"])
