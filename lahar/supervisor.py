@@ -5,7 +5,8 @@ Sits between the `lahar worker` command (`lahar.commands.controllers`) and the C
 --no-supervise`). Why: a Celery worker can exit when Redis restarts under it (docs/troubleshooting.md, "The worker
 exits when Redis restarts"); `lahar up` and a Kubernetes Deployment start it again, a hand-run `lahar worker` does
 the same itself. Decisions are pure functions over plain data (`next_failures`, `should_restart`, `describe_exit`,
-and `lahar.up.restart_delay` for the backoff); `Supervisor` is the thin shell that spawns, waits and signals.
+`restart_delay` for the backoff, shared with `lahar up`); `Supervisor` is the thin shell that spawns, waits and
+signals; `kill_group` is `lahar up`'s too.
 
 The child runs in its own process group (same session), so a terminal's Ctrl-C reaches only the supervisor, which
 forwards it once; after the child's main process exits, whatever is left in its group (prefork pool processes of a
@@ -24,17 +25,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lahar.up import STABLE_AFTER, restart_delay
-
 __all__ = [
     "BASE_DELAY",
     "MAX_DELAY",
     "NO_RESTART_CODES",
+    "STABLE_AFTER",
     "STOP_GRACE",
     "Supervisor",
     "describe_exit",
     "forwarded_signal",
+    "kill_group",
     "next_failures",
+    "restart_delay",
     "should_restart",
 ]
 
@@ -46,7 +48,17 @@ STOP_GRACE = 25.0  # a stop waits this long for Celery's warm shutdown, then kil
 NO_RESTART_CODES = frozenset({2, 64, 78})
 
 
+STABLE_AFTER = 30.0  # a child that ran this long has its failure count reset
+
+
 # -- pure decisions ----------------------------------------------------------------------------------------------
+
+
+def restart_delay(failures: int, *, base: float = 0.5, cap: float = 30.0) -> float:
+    """Seconds to wait before restarting a child that failed `failures` times in a row (0 → at once)."""
+    if failures <= 0:
+        return 0.0
+    return min(cap, base * 2 ** (failures - 1))
 
 
 def next_failures(failures: int, ran_for: float, *, stable_after: float = STABLE_AFTER) -> int:
@@ -87,7 +99,8 @@ def describe_exit(returncode: int) -> str:
 # -- the shell ---------------------------------------------------------------------------------------------------
 
 
-def _kill_group(pgid: int, sig: int) -> None:
+def kill_group(pgid: int, sig: int) -> None:
+    """Signal a whole process group; gone or not ours is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -193,9 +206,9 @@ class Supervisor:
         if killed:
             why = "a second signal" if len(self._signals) > seen else f"{self.stop_grace:.0f}s"
             log.warning("killing the %s (pid %d) after %s", self.name, run.proc.pid, why)
-            _kill_group(run.proc.pid, signal.SIGKILL)
+            kill_group(run.proc.pid, signal.SIGKILL)
             code = run.proc.wait()
-        _kill_group(run.proc.pid, signal.SIGKILL)  # pool processes left in its group
+        kill_group(run.proc.pid, signal.SIGKILL)  # pool processes left in its group
         _reap_group(run.proc.pid)
         log.info("the %s stopped (%s)", self.name, describe_exit(code))
         return 1 if killed else 0
@@ -212,7 +225,7 @@ class Supervisor:
             code = self._wait(run, until=lambda: self.stopping)
             if code is None:
                 return self._stop(run)
-            _kill_group(run.proc.pid, signal.SIGKILL)  # pool processes a killed worker left behind
+            kill_group(run.proc.pid, signal.SIGKILL)  # pool processes a killed worker left behind
             _reap_group(run.proc.pid)
             ran_for = self.clock() - run.started
             self._run = None

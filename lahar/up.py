@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from lahar.supervisor import kill_group, next_failures, restart_delay
+
 __all__ = [
     "CRDS_DIR",
     "EXAMPLES_DIR",
@@ -63,19 +65,11 @@ CRDS_DIR = ROOT / "deploy" / "crds"
 WEBHOOKS_DIR = ROOT / "deploy" / "webhooks"
 EXAMPLES_DIR = ROOT / "examples"
 READY_FILE = "up.json"
-STABLE_AFTER = 30.0  # a child that ran this long has its failure count reset
 
 Obj = dict[str, Any]
 
 
 # -- pure decisions ----------------------------------------------------------------------------------------------
-
-
-def restart_delay(failures: int, *, base: float = 0.5, cap: float = 30.0) -> float:
-    """Seconds to wait before restarting a child that failed `failures` times in a row (0 → at once)."""
-    if failures <= 0:
-        return 0.0
-    return min(cap, base * 2 ** (failures - 1))
 
 
 _APPLY_RANK = {"CustomResourceDefinition": 0, "Namespace": 1, "PriorityClass": 2, "Queue": 3, "ConfigMap": 4}
@@ -279,11 +273,6 @@ def free_port(preferred: int | None = None, host: str = "127.0.0.1") -> int:
     raise OSError("no free port")
 
 
-def _kill_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
 class Child:
     """One supervised subprocess in its own process group, restarted with backoff when it dies on its own."""
 
@@ -327,9 +316,9 @@ class Child:
             code = self.proc.poll()
             if code is None:
                 return None
-            _kill_group(self.proc.pid, signal.SIGKILL)  # whatever it left behind in its group
+            kill_group(self.proc.pid, signal.SIGKILL)  # whatever it left behind in its group
             self.last_exit = code
-            self.failures = 1 if now - self.started_at >= STABLE_AFTER else self.failures + 1
+            self.failures = next_failures(self.failures, now - self.started_at)
             delay = restart_delay(self.failures)
             self.state, self.next_start = "backoff", now + delay
             return f"{self.name} exited with {code}; restarting in {delay:.1f}s (log: {self.log_path})"
@@ -345,7 +334,7 @@ class Child:
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            _kill_group(self.proc.pid, sig)
+            kill_group(self.proc.pid, sig)
 
     def finish(self) -> None:
         """After stopping: reap, and SIGKILL anything left in the process group."""
@@ -353,10 +342,10 @@ class Child:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            _kill_group(self.proc.pid, signal.SIGKILL)
+            kill_group(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(5)
-        _kill_group(self.proc.pid, signal.SIGKILL)
+        kill_group(self.proc.pid, signal.SIGKILL)
 
     def row(self) -> ProcessRow:
         now = self.clock()
@@ -458,8 +447,8 @@ class EmbeddedRedis:
             code = self.proc.poll()
             if code is None:
                 return None
-            _kill_group(self.proc.pid, signal.SIGKILL)
-            self.failures = 1 if now - self.started_at >= STABLE_AFTER else self.failures + 1
+            kill_group(self.proc.pid, signal.SIGKILL)
+            self.failures = next_failures(self.failures, now - self.started_at)
             delay = restart_delay(self.failures)
             self.restart_at = now + delay
             return f"redis-server exited with {code}; restarting in {delay:.1f}s (log: {self.log_path})"
@@ -477,11 +466,11 @@ class EmbeddedRedis:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            _kill_group(self.proc.pid, signal.SIGTERM)  # redis-server saves (AOF fsync + RDB) on SIGTERM
+            kill_group(self.proc.pid, signal.SIGTERM)  # redis-server saves (AOF fsync + RDB) on SIGTERM
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
-                _kill_group(self.proc.pid, signal.SIGKILL)
+                kill_group(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
         self.proc = None
 
@@ -524,7 +513,7 @@ def _stale_cleanup(ready_file: Path) -> None:
         cmd = _cmdline(pid)
         if _alive(pid) and ("lahar" in cmd or "redis-server" in cmd) and _pgid(pid) == pid:
             log.warning("stopping process group %d left by an earlier lahar up: %s", pid, cmd[:80])
-            _kill_group(pid, signal.SIGKILL)
+            kill_group(pid, signal.SIGKILL)
             killed.append(pid)
     # gone before anything starts: the old redis-server must not write the append-only file the new one loads, and
     # its port and the webhook's are reused when free

@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
+from lahar import supervisor
 from lahar import up as ups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -117,10 +118,10 @@ def test_a_crashing_child_is_restarted_with_backoff(tmp_path: Path) -> None:
     child.proc.wait(20)
     child.poll()
     assert child.failures == 2 and child.next_start == clock.now + ups.restart_delay(2)
-    clock.now += ups.STABLE_AFTER  # ran long enough: the count starts over
+    clock.now += supervisor.STABLE_AFTER  # ran long enough: the count starts over
     child.poll()
     child.proc.wait(20)
-    clock.now += ups.STABLE_AFTER
+    clock.now += supervisor.STABLE_AFTER
     child.poll()
     assert child.failures == 1
     child.finish()
