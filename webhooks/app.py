@@ -58,65 +58,27 @@ async def get_admission(request: HttpRequest) -> Admission:
     return request.app.state.admission
 
 
-def _status_body(code: int, reason: str, message: str) -> bytes:
-    return orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-                         "reason": reason, "code": code})
-
-
 def _status(code: int, reason: str, message: str) -> Response:
-    return Response(_status_body(code, reason, message), status_code=code, media_type=JSON)
-
-
-def _too_large(length: str | None) -> None:
-    limit = review.MAX_BODY_BYTES
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise review.ReviewError(f"request body is {length} bytes, larger than the {limit} bytes (3 MiB) "
-                                 "an API server sends")
-
-
-def _chunk_too_large() -> review.ReviewError:
-    return review.ReviewError(f"request body is larger than the {review.MAX_BODY_BYTES} bytes (3 MiB) an API "
-                              "server sends")
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
+            "code": code}
+    return Response(orjson.dumps(body), status_code=code, media_type=JSON)
 
 
 async def _read_body(request: HttpRequest) -> bytes:
     """The body, refusing more than `review.MAX_BODY_BYTES` before reading it all (ReviewError)."""
-    _too_large(request.headers.get("content-length"))
+    length = request.headers.get("content-length")
+    limit = review.MAX_BODY_BYTES
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise review.ReviewError(f"request body is {length} bytes, larger than the {limit} bytes (3 MiB) "
+                                 "an API server sends")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > review.MAX_BODY_BYTES:
-            raise _chunk_too_large()
+        if size > limit:
+            raise review.ReviewError(f"request body is larger than the {limit} bytes (3 MiB) an API server sends")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _answer(admission: Admission, route: Route, path: str, raw: bytes | review.ReviewError,
-            start: float) -> tuple[int, bytes]:
-    """(HTTP status, body) for one review on `route`: decode, rules, policy stage, encode, metrics."""
-    metrics = admission.metrics
-    try:
-        if isinstance(raw, review.ReviewError):
-            raise raw
-        parsed = review.decode(raw)
-    except review.ReviewError as e:
-        metrics.observe(path, "invalid", time.perf_counter() - start)
-        return 400, _status_body(400, "BadRequest", str(e))
-    req = parsed.request
-    verdict, label = admit(route, req, admission.lookups, admission.config)
-    if label != "error":
-        verdict, label = policystage.after_rules(route, req, verdict, label, admission)
-    try:
-        body = review.response_bytes(parsed.api_version, req.uid, verdict)
-    except Exception as e:  # noqa: BLE001 - e.g. a patch value JSON cannot encode: a denial, not a 500
-        log.exception("webhooks: %s could not encode its answer for uid %s", path, req.uid)
-        label = "error"
-        body = review.response_bytes(parsed.api_version, req.uid, review.Verdict.deny(
-            f"internal error in {path}: cannot encode the response: {type(e).__name__}: {e}", code=500,
-            reason="InternalError"))
-    metrics.observe(path, label, time.perf_counter() - start)
-    return 200, body
 
 
 _SWAP = threading.Lock()
@@ -182,15 +144,29 @@ def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | N
         override = request.app.dependency_overrides.get(get_admission)
         admission: Admission = override() if override is not None else request.app.state.admission
         path = request.scope["path"]
+        metrics = admission.metrics
         route = admission.routes.get(path)
         if route is None:
             raise StarletteHTTPException(404)
         try:
-            raw: bytes | review.ReviewError = await _read_body(request)
+            parsed = review.decode(await _read_body(request))
         except review.ReviewError as e:
-            raw = e
-        status, body = _answer(admission, route, path, raw, start)
-        return Response(body, status_code=status, media_type=JSON)
+            metrics.observe(path, "invalid", time.perf_counter() - start)
+            return _status(400, "BadRequest", str(e))
+        req = parsed.request
+        verdict, label = admit(route, req, admission.lookups, admission.config)
+        if label != "error":
+            verdict, label = policystage.after_rules(route, req, verdict, label, admission)
+        try:
+            body = review.response_bytes(parsed.api_version, req.uid, verdict)
+        except Exception as e:  # noqa: BLE001 - e.g. a patch value JSON cannot encode: a denial, not a 500
+            log.exception("webhooks: %s could not encode its answer for uid %s", path, req.uid)
+            label = "error"
+            body = review.response_bytes(parsed.api_version, req.uid, review.Verdict.deny(
+                f"internal error in {path}: cannot encode the response: {type(e).__name__}: {e}", code=500,
+                reason="InternalError"))
+        metrics.observe(path, label, time.perf_counter() - start)
+        return Response(body, media_type=JSON)
 
     app.add_route("/{path:path}", review_endpoint, methods=["POST"], include_in_schema=False)
     return app
