@@ -11,6 +11,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# lahar/ holds links to the folders below (lahar/kube -> ../kube): they are all copied, then installed as one
 COPY lahar/ lahar/
 COPY kube/ kube/
 COPY certs/ certs/
@@ -19,6 +20,8 @@ COPY scheduler/ scheduler/
 COPY webhooks/ webhooks/
 COPY controllers/ controllers/
 COPY devcluster/ devcluster/
+COPY deploy/ deploy/
+COPY examples/ examples/
 RUN pip install . && rm -rf /src
 
 # the webhook configurations `lahar certs ensure --manifests /opt/lahar/webhooks` registers with their caBundle

@@ -91,7 +91,7 @@ def pod_object() -> dict:
 
 
 def review_body(path: str, uid: int = 0) -> bytes:
-    from webhooks import review
+    from lahar.webhooks import review
 
     obj = job_object() if path.startswith("/jobs") else pod_object()
     req = review.request_for(obj, resource="jobs" if path.startswith("/jobs") else "pods",
@@ -127,7 +127,7 @@ def bare_app():  # noqa: ANN201 - a FastAPI app
 
 
 def serve_bare(port: int, cert: str, key: str, http: str) -> None:
-    from webhooks.server import serve
+    from lahar.webhooks.server import serve
 
     serve(bare_app(), host="127.0.0.1", port=port, certfile=cert, keyfile=key, http=http)
 
@@ -327,8 +327,8 @@ spec:
 
 def _stage_cost(n: int, rounds: int = 200) -> str:
     """Mean in-process time of the policy stage alone on the benchmark's Job, per phase."""
-    from policies.admission_policies import parse_policies, policy_stage
-    from webhooks import policystage, review
+    from lahar.policies.admission_policies import parse_policies, policy_stage
+    from lahar.webhooks import policystage, review
 
     split = policystage.Policies.of(parse_policies(policy_documents(n)))
     req = review.request_for(job_object(), resource="jobs")
@@ -401,7 +401,7 @@ def main() -> int:
         serve_bare(args.serve_bare, args.cert, args.key, args.http)
         return 0
 
-    from certs import authority
+    from lahar.certs import authority
 
     tmp = Path(tempfile.mkdtemp(prefix="lahar-bench-admission-"))
     ca = authority.new_ca("lahar-bench-ca", 1)

@@ -31,10 +31,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from controllers import workqueue  # noqa: E402
-from kube import errors, kubeconfig  # noqa: E402
-from kube.informers import Informer  # noqa: E402
-from kube.rest import RestClient  # noqa: E402
+from lahar.controllers import workqueue  # noqa: E402
+from lahar.kube import errors, kubeconfig  # noqa: E402
+from lahar.kube.informers import Informer  # noqa: E402
+from lahar.kube.rest import RestClient  # noqa: E402
 
 
 def _free_port() -> int:
@@ -229,8 +229,8 @@ def main() -> int:
 
         # steady state: a resync of every Job (nothing to change) — the pure reconcile throughput
         os.environ["REDIS_URL"] = redis_url
-        from controllers.workqueue import Key
         from lahar import worker as celery_worker
+        from lahar.controllers.workqueue import Key
 
         rt = celery_worker.runtime()
         t1 = time.monotonic()

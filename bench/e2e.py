@@ -40,9 +40,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kube import kubeconfig  # noqa: E402
-from kube.informers import Informer  # noqa: E402
-from kube.rest import RestClient  # noqa: E402
+from lahar.kube import kubeconfig  # noqa: E402
+from lahar.kube.informers import Informer  # noqa: E402
+from lahar.kube.rest import RestClient  # noqa: E402
 
 
 def _free_port() -> int:

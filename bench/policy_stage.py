@@ -56,7 +56,7 @@ def policies(n: int) -> list:
     """N compiled policies: the examples replicated under new names, then bench/admission.py's shapes."""
     import admission as bench
 
-    from policies.admission_policies import load_documents
+    from lahar.policies.admission_policies import load_documents
 
     out = []
     examples = _example_docs()
@@ -80,14 +80,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=500)
     args = ap.parse_args()
 
-    from webhooks import policystage, review
+    from lahar.webhooks import policystage, review
 
     split = policystage.Policies.of(policies(args.policies))
     req = review.request_for(job4(), resource="jobs")
     queues = {"gpu-pool": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                            "metadata": {"name": "gpu-pool", "labels": {"gpu": "true"}}}}
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"env": "prod"}}}
-    from policies.admission_policies import policy_stage
+    from lahar.policies.admission_policies import policy_stage
 
     for label, chosen in (("validating", split.validating), ("mutating", split.mutating)):
         stage = policy_stage(chosen, req, namespace_obj=ns, queue_lookup=queues.get)

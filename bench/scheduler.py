@@ -81,10 +81,10 @@ def objects(n_nodes: int, n_pods: int, *, running: bool = False, seed: int = 7) 
 
 
 def one(n_nodes: int, n_pods: int, running: bool) -> dict[str, Any]:
-    from scheduler.framework import conf as confs
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.registry import in_tree_registry
-    from scheduler.session import run_session
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.registry import in_tree_registry
+    from lahar.scheduler.session import run_session
 
     objs = objects(n_nodes, n_pods, running=running)
     registry = in_tree_registry()
@@ -111,11 +111,11 @@ def idle_ticks(n_nodes: int, n_pods: int, ticks: int = 7, churn: int = 0, writte
     every tick finds all 6,250 stored statuses out of date and computes (and would write) each one again."""
     import statistics
 
-    from scheduler.framework import conf as confs
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.incremental import SnapshotInputs
-    from scheduler.registry import in_tree_registry
-    from scheduler.session import run_session
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.incremental import SnapshotInputs
+    from lahar.scheduler.registry import in_tree_registry
+    from lahar.scheduler.session import run_session
 
     objs = objects(n_nodes, n_pods, running=True)
     registry = in_tree_registry()
@@ -178,13 +178,13 @@ def devcluster_binds(n_nodes: int = 100, n_pods: int = 2000, gang: int = 8) -> d
 
     import yaml
 
-    from kube import errors, kubeconfig
-    from kube.rest import RestClient
-    from scheduler import commit as commits
-    from scheduler.framework import conf as confs
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.registry import in_tree_registry
-    from scheduler.session import list_objects, run_session
+    from lahar.kube import errors, kubeconfig
+    from lahar.kube.rest import RestClient
+    from lahar.scheduler import commit as commits
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.registry import in_tree_registry
+    from lahar.scheduler.session import list_objects, run_session
 
     root = Path(__file__).resolve().parents[1]
     work = Path(tempfile.mkdtemp(prefix="lahar-bench-sched-"))

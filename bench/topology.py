@@ -41,10 +41,10 @@ from pathlib import Path
 if not __package__:  # run as a file, bench/ is sys.path[0] and bench/scheduler.py would shadow the package
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from scheduler.devices.gpu import allocate, pair_scores  # noqa: E402
-from scheduler.topology import TopologyHint, bitmask, merge  # noqa: E402
-from scheduler.topology._cartesian import merge_cartesian  # noqa: E402
-from scheduler.topology.hints import cpu_hints  # noqa: E402
+from lahar.scheduler.devices.gpu import allocate, pair_scores  # noqa: E402
+from lahar.scheduler.topology import TopologyHint, bitmask, merge  # noqa: E402
+from lahar.scheduler.topology._cartesian import merge_cartesian  # noqa: E402
+from lahar.scheduler.topology.hints import cpu_hints  # noqa: E402
 
 CARTESIAN_LIMIT = 300_000  # permutations run for real; above this the cartesian time is extrapolated
 
@@ -196,8 +196,8 @@ def _fmt_ratio(ratio: float) -> str:
 def _session_workload(nodes: int) -> dict[str, list]:
     import json
 
-    from devcluster import nodes as dnodes
-    from devcluster import profiles
+    from lahar.devcluster import nodes as dnodes
+    from lahar.devcluster import profiles
 
     objs = dnodes.build(profiles.load("dgx-h100"), count=nodes)
     joint = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
@@ -235,10 +235,10 @@ def session_bench(nodes: int, repeats: int = 7) -> int:
     """Topology-aware session vs plain session on `nodes` GPU nodes; prints both and the ratio."""
     import yaml
 
-    from scheduler.framework import conf as confs
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.registry import in_tree_registry
-    from scheduler.session import run_session
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.registry import in_tree_registry
+    from lahar.scheduler.session import run_session
 
     registry = in_tree_registry()
     base = [["priority", "gang", "conformance"], ["predicates", "proportion", "nodeorder"]]

@@ -5,6 +5,6 @@ Used by devcluster (HTTPS serving) and webhooks (caBundle): `certs.authority` (C
 configurations, behind `lahar certs ensure`).
 """
 
-from certs.authority import KeyPair, issue, load, new_ca, write
+from lahar.certs.authority import KeyPair, issue, load, new_ca, write
 
 __all__ = ["KeyPair", "issue", "load", "new_ca", "write"]

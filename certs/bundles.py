@@ -27,10 +27,10 @@ from typing import Any
 import yaml
 from cryptography import x509
 
-from certs import authority, rotation
-from certs.authority import KeyPair
-from kube import errors
-from kube.resources import ResourceType
+from lahar.certs import authority, rotation
+from lahar.certs.authority import KeyPair
+from lahar.kube import errors
+from lahar.kube.resources import ResourceType
 
 __all__ = [
     "Action",

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
 
-from controllers.context import Context, PermanentError, Result
+from lahar.controllers.context import Context, PermanentError, Result
 
 __all__ = ["KINDS", "RECONCILERS", "reconcile"]
 
@@ -22,12 +22,12 @@ Reconciler = Callable[[Context, str, str], Result]
 # kind → module holding its `reconcile(ctx, namespace, name)`; "GC" is keyed by the Job it may delete,
 # "PodGroup" by the plain pod that needs a PodGroup (spec/volcano.md §3 pg-controller).
 KINDS: dict[str, str] = {
-    "Job": "controllers.jobs",
-    "PodGroup": "controllers.podgroups",
-    "Queue": "controllers.queues",
-    "CronJob": "controllers.cronjobs",
-    "Command": "controllers.commands",
-    "GC": "controllers.gc",
+    "Job": "lahar.controllers.jobs",
+    "PodGroup": "lahar.controllers.podgroups",
+    "Queue": "lahar.controllers.queues",
+    "CronJob": "lahar.controllers.cronjobs",
+    "Command": "lahar.controllers.commands",
+    "GC": "lahar.controllers.gc",
 }
 
 

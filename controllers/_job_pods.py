@@ -11,8 +11,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kube import quantity
-from kube.models import labels as keys
+from lahar.kube import quantity
+from lahar.kube.models import labels as keys
 
 __all__ = [
     "JOB_API_VERSION",

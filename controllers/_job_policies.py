@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from kube import durations
+from lahar.kube import durations
 
 __all__ = [
     "ACTIONS",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from controllers.context import Context
-from kube.resources import ResourceType
+from lahar.controllers.context import Context
+from lahar.kube.resources import ResourceType
 
 __all__ = [
     "controller_of",

@@ -15,9 +15,9 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from controllers import _meta, events, queues
-from controllers.context import Context, Result
-from kube import errors
+from lahar.controllers import _meta, events, queues
+from lahar.controllers.context import Context, Result
+from lahar.kube import errors
 
 __all__ = ["JOB_ACTIONS", "QUEUE_ACTIONS", "reconcile", "target_kind"]
 

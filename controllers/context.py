@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from controllers._fanout import DEFAULT_LIMIT
-from kube.client import ClusterClient
+from lahar.controllers._fanout import DEFAULT_LIMIT
+from lahar.kube.client import ClusterClient
 
 __all__ = [
     "Context",

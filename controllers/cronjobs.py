@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import _meta, events
-from controllers.context import Context, PermanentError, Result
-from kube import cron as _cron
-from kube import errors
-from kube.models import labels
+from lahar.controllers import _meta, events
+from lahar.controllers.context import Context, PermanentError, Result
+from lahar.kube import cron as _cron
+from lahar.kube import errors
+from lahar.kube.models import labels
 
 __all__ = [
     "FINISHED_PHASES",

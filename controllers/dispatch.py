@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controllers.workqueue import Key
-from kube.models import labels
+from lahar.controllers.workqueue import Key
+from lahar.kube.models import labels
 
 __all__ = [
     "ALWAYS",

@@ -10,8 +10,8 @@ import contextlib
 import hashlib
 from typing import Any
 
-from controllers.context import Context
-from kube import errors
+from lahar.controllers.context import Context
+from lahar.kube import errors
 
 __all__ = ["record"]
 

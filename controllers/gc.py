@@ -12,9 +12,9 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from controllers import _meta
-from controllers.context import Context, Result
-from kube import errors
+from lahar.controllers import _meta
+from lahar.controllers.context import Context, Result
+from lahar.kube import errors
 
 __all__ = ["FINISHED_PHASES", "PROPAGATION_POLICY", "expires_at", "reconcile", "time_left"]
 

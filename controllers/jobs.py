@@ -19,11 +19,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers import _fanout, _job_pods, _job_policies, _job_state, events, jobplugins
-from controllers.context import Context, PermanentError, Result, TemporaryError
-from kube import durations, errors
-from kube.models import labels as keys
-from kube.resources import ResourceType
+from lahar.controllers import _fanout, _job_pods, _job_policies, _job_state, events, jobplugins
+from lahar.controllers.context import Context, PermanentError, Result, TemporaryError
+from lahar.kube import durations, errors
+from lahar.kube.models import labels as keys
+from lahar.kube.resources import ResourceType
 
 __all__ = ["PENDING_ACTIONS_ANNOTATION", "TIMER_TOKEN", "reconcile"]
 

@@ -19,10 +19,10 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controllers import _meta
-from controllers.context import Context, Result
-from kube import errors, quantity
-from kube.models import labels
+from lahar.controllers import _meta
+from lahar.controllers.context import Context, Result
+from lahar.kube import errors, quantity
+from lahar.kube.models import labels
 
 __all__ = [
     "INHERITED_ANNOTATION_PREFIX",

@@ -22,10 +22,10 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controllers import _meta, events
-from controllers.context import Context, Result
-from kube import errors
-from kube.models import labels
+from lahar.controllers import _meta, events
+from lahar.controllers.context import Context, Result
+from lahar.kube import errors
+from lahar.kube.models import labels
 
 __all__ = [
     "BUILTIN_QUEUES",

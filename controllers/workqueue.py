@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controllers.context import PermanentError, TemporaryError
-from kube import errors
+from lahar.controllers.context import PermanentError, TemporaryError
+from lahar.kube import errors
 
 __all__ = [
     "PREFIX",

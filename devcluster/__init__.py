@@ -5,6 +5,6 @@ client use it as a cluster) on top of `kube.store`; state in SQLite under the da
 tests import it.
 """
 
-from devcluster.server import ApiServer, DevCluster
+from lahar.devcluster.server import ApiServer, DevCluster
 
 __all__ = ["ApiServer", "DevCluster"]

@@ -34,8 +34,8 @@ import jsonpatch
 import orjson
 import urllib3
 
-from kube import errors
-from kube.resources import ResourceType
+from lahar.kube import errors
+from lahar.kube.resources import ResourceType
 
 __all__ = [
     "AdmissionCall",

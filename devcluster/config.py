@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from certs import authority
+from lahar.certs import authority
 
 __all__ = ["CONTEXT", "DataDir", "ensure_pki", "ensure_token", "kubeconfig_dict", "write_kubeconfig"]
 

@@ -11,7 +11,7 @@ import hashlib
 import re
 from typing import Any
 
-from kube.resources import Registry, ResourceType
+from lahar.kube.resources import Registry, ResourceType
 
 __all__ = ["GIT_VERSION", "api_group", "api_group_list", "api_resource_list", "api_versions", "preferred_version",
            "version_info"]

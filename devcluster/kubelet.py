@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import durations, errors
-from kube.client import ClusterClient, Obj
-from kube.resources import ResourceType
+from lahar.kube import durations, errors
+from lahar.kube.client import ClusterClient, Obj
+from lahar.kube.resources import ResourceType
 
 __all__ = [
     "DURATION_ANNOTATION",
@@ -67,7 +67,7 @@ def _parse_ts(s: str | None) -> dt.datetime | None:
 
 def qos_class(pod: Mapping[str, Any]) -> str:
     """The pod's QoS class (Guaranteed / Burstable / BestEffort) from its containers' cpu and memory."""
-    from kube import quantity  # noqa: PLC0415 — only needed when the API server did not set qosClass
+    from lahar.kube import quantity  # noqa: PLC0415 — only needed when the API server did not set qosClass
 
     spec = pod.get("spec") or {}
     containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]

@@ -21,11 +21,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from devcluster.profiles import NodeGroup, Profile
-from kube import errors
-from kube.client import ClusterClient, Obj
-from kube.quantity import Format, Quantity
-from kube.quantity import parse as parse_quantity
+from lahar.devcluster.profiles import NodeGroup, Profile
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient, Obj
+from lahar.kube.quantity import Format, Quantity
+from lahar.kube.quantity import parse as parse_quantity
 
 __all__ = [
     "GPU_MODELS",

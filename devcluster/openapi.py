@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from kube.resources import Registry, ResourceType
+from lahar.kube.resources import Registry, ResourceType
 
 __all__ = ["document_hash", "group_version_document", "group_version_key", "index", "schema_name"]
 

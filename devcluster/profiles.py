@@ -131,7 +131,7 @@ class Profile(_Model):
 
 def bundled() -> list[str]:
     """Names of the profiles shipped with devcluster."""
-    folder = importlib_resources.files("devcluster") / "profiles"
+    folder = importlib_resources.files("lahar.devcluster") / "profiles"
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -155,7 +155,7 @@ def load(name_or_path: str | Path) -> Profile:
             raise ProfileError(f"profile file {source} not found")
         text = path.read_text()
     else:
-        resource = importlib_resources.files("devcluster") / "profiles" / f"{source}.yaml"
+        resource = importlib_resources.files("lahar.devcluster") / "profiles" / f"{source}.yaml"
         if not resource.is_file():
             raise ProfileError(f'unknown profile "{source}": bundled profiles are {", ".join(bundled())}; '
                                "or give a path to a YAML file")

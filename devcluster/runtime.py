@@ -12,10 +12,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from devcluster import kubelet, nodes, profiles, workloads
-from devcluster.server import DevCluster
-from kube import errors
-from kube.memory import MemoryClient
+from lahar.devcluster import kubelet, nodes, profiles, workloads
+from lahar.devcluster.server import DevCluster
+from lahar.kube import errors
+from lahar.kube.memory import MemoryClient
 
 __all__ = ["Cluster"]
 

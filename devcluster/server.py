@@ -28,9 +28,9 @@ import orjson
 import uvicorn
 import yaml
 
-from devcluster import config, discovery, openapi, protobuf, tables
-from kube import errors
-from kube.resources import Registry, ResourceType, core
+from lahar.devcluster import config, discovery, openapi, protobuf, tables
+from lahar.kube import errors
+from lahar.kube.resources import Registry, ResourceType, core
 
 __all__ = ["ApiServer", "DevCluster", "ResourcePath", "parse_resource_path"]
 
@@ -309,7 +309,7 @@ class ApiServer:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
     def _request(self, query: _Query, warnings: list[str], *, dry_run_values: list[str] | None = None) -> Any:
-        from kube import store as kstore
+        from lahar.kube import store as kstore
 
         dry = query.all("dryRun") if dry_run_values is None else dry_run_values
         for value in dry:
@@ -784,13 +784,13 @@ class DevCluster:
     def _open_store(self) -> None:
         if self.store is not None:
             return
-        from devcluster.storage import SQLiteBackend
-        from kube import store as kstore
+        from lahar.devcluster.storage import SQLiteBackend
+        from lahar.kube import store as kstore
 
         backend = SQLiteBackend(self.data.database)
         self.store = kstore.Store(registry=self.registry, backend=backend)
         if self._admission_enabled:
-            from devcluster.admission import WebhookAdmission
+            from lahar.devcluster.admission import WebhookAdmission
 
             self._admission = WebhookAdmission(self.store)
             self.store.admission = self._admission

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from kube import durations
+from lahar.kube import durations
 
 __all__ = ["Column", "columns_for", "jsonpath", "row", "table"]
 

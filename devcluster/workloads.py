@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import errors, quantity, selectors
-from kube.client import ClusterClient, Obj
-from kube.resources import ResourceType
+from lahar.kube import errors, quantity, selectors
+from lahar.kube.client import ClusterClient, Obj
+from lahar.kube.resources import ResourceType
 
 __all__ = [
     "CONTROLLER_UID_LABEL",

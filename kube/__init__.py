@@ -4,6 +4,6 @@ Everything else builds on it; it imports nothing else of lahar. Submodules are i
 (`from kube import quantity`, `from kube import models`); only the quantity value type is re-exported here.
 """
 
-from kube.quantity import Quantity, QuantityError
+from lahar.kube.quantity import Quantity, QuantityError
 
 __all__ = ["Quantity", "QuantityError"]

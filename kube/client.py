@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
-from kube.resources import Registry, ResourceType
+from lahar.kube.resources import Registry, ResourceType
 
 __all__ = ["ClusterClient", "Obj", "PatchType", "Watch", "WatchEvent", "namespace_for"]
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from kube import durations
+from lahar.kube import durations
 
 __all__ = ["CronError", "Schedule", "load_zone", "parse", "validate"]
 

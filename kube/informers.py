@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kube import errors
-from kube.client import ClusterClient, Obj, Watch
-from kube.resources import ResourceType
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient, Obj, Watch
+from lahar.kube.resources import ResourceType
 
 __all__ = ["Handler", "Informer", "InformerFactory", "key_of", "namespace_index"]
 

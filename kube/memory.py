@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kube import errors, resources
-from kube.client import Obj, PatchType, WatchEvent, namespace_for
-from kube.resources import Registry, ResourceType
-from kube.store import Request, Store, StoreWatch
+from lahar.kube import errors, resources
+from lahar.kube.client import Obj, PatchType, WatchEvent, namespace_for
+from lahar.kube.resources import Registry, ResourceType
+from lahar.kube.store import Request, Store, StoreWatch
 
 __all__ = ["MemoryClient", "MemoryWatch"]
 

@@ -13,7 +13,7 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
-from kube import errors
+from lahar.kube import errors
 
 __all__ = ["json_patch", "merge_key", "merge_patch", "strategic_merge_patch"]
 

@@ -15,9 +15,9 @@ import orjson
 import urllib3
 from kubernetes import client as k8s_client
 
-from kube import errors
-from kube.client import Obj, PatchType, WatchEvent, namespace_for
-from kube.resources import Registry, ResourceType, in_tree
+from lahar.kube import errors
+from lahar.kube.client import Obj, PatchType, WatchEvent, namespace_for
+from lahar.kube.resources import Registry, ResourceType, in_tree
 
 __all__ = ["PATCH_CONTENT_TYPES", "RestClient", "RestWatch"]
 
@@ -180,7 +180,7 @@ class RestClient:
     def __init__(self, configuration: k8s_client.Configuration | None = None, *, registry: Registry | None = None,
                  pool_size: int = _DEFAULT_POOL, request_timeout: float | None = 60.0) -> None:
         if configuration is None:
-            from kube import kubeconfig
+            from lahar.kube import kubeconfig
 
             configuration = kubeconfig.load()
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, pool_size)

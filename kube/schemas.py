@@ -36,7 +36,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from kube import errors
+from lahar.kube import errors
 
 __all__ = [
     "OMIT",

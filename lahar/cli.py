@@ -59,7 +59,7 @@ def devcluster(
                                                   "(default: until deleted)."),
 ) -> None:
     """Run the embedded Kubernetes-compatible API server with simulated nodes."""
-    from devcluster import runtime
+    from lahar.devcluster import runtime
     from lahar.up import parse_sim_duration
 
     try:

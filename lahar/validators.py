@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies import loading
-from policies.errors import ConfigError
+from lahar.policies import loading
+from lahar.policies.errors import ConfigError
 
 __all__ = ["parse_scheduler_configmap", "register"]
 
@@ -19,8 +19,8 @@ __all__ = ["parse_scheduler_configmap", "register"]
 def parse_scheduler_configmap(cm: Mapping[str, Any]) -> Any:
     """`lahar-scheduler-configmap` → `SchedulerConf`, against the in-tree actions and plugins; `ConfigError` at
     `data[volcano-scheduler.conf]` with the scheduler's own reason (`failed to find Action bogus`)."""
-    from scheduler.framework import conf as confs
-    from scheduler.registry import in_tree_registry
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.registry import in_tree_registry
 
     where = f"data[{loading.SCHEDULER_KEY}]"
     text = (cm.get("data") or {}).get(loading.SCHEDULER_KEY)

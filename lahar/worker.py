@@ -26,10 +26,10 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Queue
 
-import controllers
-from controllers import dispatch, workqueue
-from controllers.context import Context
-from controllers.workqueue import Key
+from lahar import controllers
+from lahar.controllers import dispatch, workqueue
+from lahar.controllers.context import Context
+from lahar.controllers.workqueue import Key
 from lahar.settings import Settings
 
 __all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "enqueue", "runtime"]
@@ -94,9 +94,9 @@ app.conf.update(
 
 _scheduler_entries: dict[str, dict[str, Any]] = {}
 try:  # the scheduler issue's hook (see beat_schedule)
-    _scheduler_tasks = importlib.import_module("scheduler.tasks")
+    _scheduler_tasks = importlib.import_module("lahar.scheduler.tasks")
 except ModuleNotFoundError as e:
-    if e.name not in ("scheduler.tasks", "scheduler"):
+    if e.name not in ("lahar.scheduler.tasks", "lahar.scheduler"):
         raise
 else:
     _scheduler_entries.update(_scheduler_tasks.register(app, settings) or {})
@@ -131,8 +131,8 @@ class Runtime:
     def client(self) -> Any:
         with self._lock:
             if self._client is None:
-                from kube import kubeconfig
-                from kube.rest import RestClient
+                from lahar.kube import kubeconfig
+                from lahar.kube.rest import RestClient
 
                 self._client = RestClient(kubeconfig.load(self.settings.kubeconfig))
             return self._client
@@ -269,7 +269,7 @@ def reconcile(self: Any, kind: str, namespace: str, name: str) -> dict[str, Any]
 @app.task(name="lahar.resync", acks_late=True, reject_on_worker_lost=True)
 def resync() -> dict[str, int]:
     """Enqueue every key (de-duplicated), so an event lost anywhere heals within one resync interval."""
-    from kube import errors
+    from lahar.kube import errors
 
     rt = runtime()
     client = rt.client
@@ -295,10 +295,10 @@ def resync() -> dict[str, int]:
 
 def _ensure_builtin_queues(rt: Runtime) -> None:
     """`root` and the default queue exist (the queue reconciler's `ensure_builtin_queues`), once their CRD does."""
-    from kube import errors
+    from lahar.kube import errors
 
     try:
-        queues = importlib.import_module("controllers.queues")
+        queues = importlib.import_module("lahar.controllers.queues")
     except ModuleNotFoundError:
         return
     ensure = getattr(queues, "ensure_builtin_queues", None)

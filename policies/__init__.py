@@ -1,5 +1,5 @@
 """policies: configuration as data (admission configuration; scheduler conf and user CEL policies come later)."""
 
-from policies.admission import AdmissionConfig
+from lahar.policies.admission import AdmissionConfig
 
 __all__ = ["AdmissionConfig"]

@@ -45,9 +45,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from kube import resources, selectors
-from policies import cel
-from policies.errors import ConfigError, from_validation_error
+from lahar.kube import resources, selectors
+from lahar.policies import cel
+from lahar.policies.errors import ConfigError, from_validation_error
 
 __all__ = [
     "API_VERSION",

@@ -48,7 +48,7 @@ from typing import Any
 
 import cel as _cel
 
-from kube import quantity as _quantity
+from lahar.kube import quantity as _quantity
 
 __all__ = [
     "BUILTIN_FUNCTIONS",

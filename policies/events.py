@@ -12,9 +12,9 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kube import errors
-from kube.client import ClusterClient
-from policies import metrics
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient
+from lahar.policies import metrics
 
 __all__ = ["audit_event", "record", "record_audits"]
 

@@ -27,12 +27,12 @@ import orjson
 import yaml
 from pydantic import ValidationError
 
-from kube import informers
-from kube.client import ClusterClient
-from policies import events, metrics
-from policies.admission import AdmissionConfig
-from policies.admission_policies import CompiledPolicy, PolicySet, load_documents
-from policies.errors import ConfigError, from_validation_error
+from lahar.kube import informers
+from lahar.kube.client import ClusterClient
+from lahar.policies import events, metrics
+from lahar.policies.admission import AdmissionConfig
+from lahar.policies.admission_policies import CompiledPolicy, PolicySet, load_documents
+from lahar.policies.errors import ConfigError, from_validation_error
 
 __all__ = [
     "ADMISSION_CONFIGMAP",

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kube.client import ClusterClient
-from kube.informers import Informer, InformerFactory
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.registry import Registry
-from scheduler.incremental import SnapshotInputs
+from lahar.kube.client import ClusterClient
+from lahar.kube.informers import Informer, InformerFactory
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.incremental import SnapshotInputs
 
 __all__ = ["CONFIGMAP_KEY", "CONFIGMAP_NAME", "ConfSource", "ConfState", "SchedulerCache"]
 

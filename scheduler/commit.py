@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import errors
-from kube.client import ClusterClient, Obj
-from scheduler.framework.session import Decisions
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient, Obj
+from lahar.scheduler.framework.session import Decisions
 
 __all__ = ["CommitResult", "apply", "record_event"]
 

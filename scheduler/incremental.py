@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kube.informers import key_of
-from kube.models import labels
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.nodes import ResourceIndex
-from scheduler.framework.snapshot import TERMINATED, Job, Node, Queue, Snapshot, Task, TaskStatus, node_kind
+from lahar.kube.informers import key_of
+from lahar.kube.models import labels
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.nodes import ResourceIndex
+from lahar.scheduler.framework.snapshot import TERMINATED, Job, Node, Queue, Snapshot, Task, TaskStatus, node_kind
 
 __all__ = ["EXTRA_KINDS", "KINDS", "SnapshotInputs"]
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from scheduler.framework.session import Decisions
-from scheduler.framework.snapshot import TaskStatus
+from lahar.scheduler.framework.session import Decisions
+from lahar.scheduler.framework.snapshot import TaskStatus
 
 __all__ = ["SAMPLE_SEP", "SchedulerMetrics", "gather", "sample_key", "split_key"]
 

@@ -5,25 +5,25 @@ Lives outside `scheduler.framework` on purpose: the framework never imports a pl
 
 from __future__ import annotations
 
-from scheduler.actions.allocate import Allocate
-from scheduler.actions.backfill import Backfill
-from scheduler.actions.enqueue import Enqueue
-from scheduler.actions.preempt import Preempt
-from scheduler.actions.reclaim import Reclaim
-from scheduler.framework.registry import Registry
-from scheduler.plugins.binpack import BinPack
-from scheduler.plugins.capacity import Capacity
-from scheduler.plugins.conformance import Conformance
-from scheduler.plugins.deviceshare import DeviceShare
-from scheduler.plugins.drf import Drf
-from scheduler.plugins.gang import Gang
-from scheduler.plugins.nodeorder import NodeOrder
-from scheduler.plugins.numaaware import NumaAware
-from scheduler.plugins.overcommit import Overcommit
-from scheduler.plugins.predicates import Predicates
-from scheduler.plugins.priority import Priority
-from scheduler.plugins.proportion import Proportion
-from scheduler.plugins.sla import Sla
+from lahar.scheduler.actions.allocate import Allocate
+from lahar.scheduler.actions.backfill import Backfill
+from lahar.scheduler.actions.enqueue import Enqueue
+from lahar.scheduler.actions.preempt import Preempt
+from lahar.scheduler.actions.reclaim import Reclaim
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.plugins.binpack import BinPack
+from lahar.scheduler.plugins.capacity import Capacity
+from lahar.scheduler.plugins.conformance import Conformance
+from lahar.scheduler.plugins.deviceshare import DeviceShare
+from lahar.scheduler.plugins.drf import Drf
+from lahar.scheduler.plugins.gang import Gang
+from lahar.scheduler.plugins.nodeorder import NodeOrder
+from lahar.scheduler.plugins.numaaware import NumaAware
+from lahar.scheduler.plugins.overcommit import Overcommit
+from lahar.scheduler.plugins.predicates import Predicates
+from lahar.scheduler.plugins.priority import Priority
+from lahar.scheduler.plugins.proportion import Proportion
+from lahar.scheduler.plugins.sla import Sla
 
 __all__ = ["in_tree_registry"]
 

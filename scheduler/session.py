@@ -10,15 +10,15 @@ import gc
 import time
 from collections.abc import Iterable
 
-from kube import errors
-from kube.client import ClusterClient
-from scheduler import commit as commits
-from scheduler import metrics
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.conf import SchedulerConf
-from scheduler.framework.registry import Registry
-from scheduler.framework.session import Decisions, Session
-from scheduler.registry import in_tree_registry
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient
+from lahar.scheduler import commit as commits
+from lahar.scheduler import metrics
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.conf import SchedulerConf
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.framework.session import Decisions, Session
+from lahar.scheduler.registry import in_tree_registry
 
 __all__ = ["list_objects", "run_once", "run_session"]
 

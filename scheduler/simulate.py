@@ -16,13 +16,13 @@ from typing import Any
 
 import yaml
 
-from kube import errors
-from kube.memory import MemoryClient
-from kube.resources import ResourceType
-from scheduler.framework.conf import SchedulerConf, default_conf
-from scheduler.framework.registry import Registry
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_once
+from lahar.kube import errors
+from lahar.kube.memory import MemoryClient
+from lahar.kube.resources import ResourceType
+from lahar.scheduler.framework.conf import SchedulerConf, default_conf
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_once
 
 __all__ = ["load_objects", "simulate"]
 
@@ -98,10 +98,10 @@ def simulate(objects: Iterable[Mapping[str, Any]], conf: SchedulerConf | None = 
 
 def _explain_pending(client: MemoryClient, conf: SchedulerConf, registry: Registry) -> dict[str, Any]:
     """`explain` of every pod still pending after the sessions (per node: fit, first rejection, topology hints)."""
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.framework.session import Session
-    from scheduler.plugins.numaaware import explain
-    from scheduler.session import list_objects
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.framework.session import Session
+    from lahar.scheduler.plugins.numaaware import explain
+    from lahar.scheduler.session import list_objects
 
     snap = snapshots.build(**list_objects(client))
     ssn = Session(snap, conf, registry, uid="explain")

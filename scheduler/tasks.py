@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from kube.client import ClusterClient
-from scheduler import commit as commits
-from scheduler.cache import ConfSource, SchedulerCache
-from scheduler.framework.registry import Registry
-from scheduler.metrics import SchedulerMetrics
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_session
+from lahar.kube.client import ClusterClient
+from lahar.scheduler import commit as commits
+from lahar.scheduler.cache import ConfSource, SchedulerCache
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.metrics import SchedulerMetrics
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_session
 
 __all__ = ["LEASE_KEY", "RedisLease", "Runner", "configure", "lease_ttl", "register", "runner"]
 
@@ -166,8 +166,8 @@ def runner() -> Runner:
     if _runner is None:
         import redis
 
-        from kube import kubeconfig
-        from kube.rest import RestClient
+        from lahar.kube import kubeconfig
+        from lahar.kube.rest import RestClient
 
         s = _settings
         client = RestClient(kubeconfig.load(str(s.kubeconfig) if s is not None and s.kubeconfig else None))

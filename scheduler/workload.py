@@ -47,12 +47,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.conf import SchedulerConf, default_conf
-from scheduler.framework.nodes import ResourceIndex
-from scheduler.framework.registry import Registry
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_session
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.conf import SchedulerConf, default_conf
+from lahar.scheduler.framework.nodes import ResourceIndex
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_session
 
 __all__ = ["JobSpec", "NodeResolver", "Trace", "TraceError", "load_trace", "parse_duration", "replay"]
 

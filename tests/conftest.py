@@ -31,9 +31,9 @@ class LiveCluster:
     def small_history(self) -> tuple[Any, int]:
         """(a RestClient on a second devcluster keeping only SMALL_HISTORY watch events, that size)."""
         if self._small is None:
-            from devcluster.server import DevCluster
-            from kube import kubeconfig, store
-            from kube.rest import RestClient
+            from lahar.devcluster.server import DevCluster
+            from lahar.kube import kubeconfig, store
+            from lahar.kube.rest import RestClient
 
             dc = DevCluster(self.data_dir.parent / "small", store=store.Store(history=SMALL_HISTORY),
                             bookmark_interval=1.0).start()
@@ -51,7 +51,7 @@ class LiveCluster:
 @pytest.fixture(scope="session")
 def live_devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     """A devcluster (SQLite state, TLS, bearer token) serving on 127.0.0.1:<free port> for this session."""
-    from devcluster.server import DevCluster
+    from lahar.devcluster.server import DevCluster
 
     data_dir = tmp_path_factory.mktemp("devcluster") / "data"
     dc = DevCluster(data_dir, bookmark_interval=1.0).start()

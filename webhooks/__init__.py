@@ -5,6 +5,6 @@ Rule modules (`jobs`, `cronjobs`, `queues`, `podgroups`, `pods`, `devices`) are 
 -> Verdict` functions; import the submodules you need (`from webhooks import review`).
 """
 
-from webhooks.review import Request, Verdict
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = ["Request", "Verdict"]

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from kube import quantity
-from webhooks import _k8svalidation as k8s
+from lahar.kube import quantity
+from lahar.webhooks import _k8svalidation as k8s
 
 __all__ = [
     "DEFAULT_MAX_RETRY",

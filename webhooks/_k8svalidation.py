@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kube import quantity
+from lahar.kube import quantity
 
 __all__ = [
     "field_duplicate",

@@ -29,11 +29,11 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from policies import metrics as policy_metrics
-from webhooks import policystage, review
-from webhooks.lookups import Lookups
-from webhooks.metrics import CONTENT_TYPE, Metrics
-from webhooks.routes import Route, admit, default_routes, lahar_routes
+from lahar.policies import metrics as policy_metrics
+from lahar.webhooks import policystage, review
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.metrics import CONTENT_TYPE, Metrics
+from lahar.webhooks.routes import Route, admit, default_routes, lahar_routes
 
 __all__ = ["Admission", "create_app", "get_admission", "update_admission"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies import loading
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict
+from lahar.policies import loading
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = ["LAHAR_CONFIGMAPS", "denial", "is_lahars", "validate"]
 

@@ -21,13 +21,13 @@ import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
-from kube import cron
-from policies.admission import AdmissionConfig
-from webhooks import _jobs_rules as rules
-from webhooks import _k8svalidation as k8s
-from webhooks import devices
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict
+from lahar.kube import cron
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import _jobs_rules as rules
+from lahar.webhooks import _k8svalidation as k8s
+from lahar.webhooks import devices
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = ["check", "check_name", "check_schedule", "check_time_zone", "validate"]
 

@@ -43,9 +43,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import quantity
-from policies.admission import AdmissionConfig, GPUModel, PairingMode, VGPUNames
-from webhooks.review import escape
+from lahar.kube import quantity
+from lahar.policies.admission import AdmissionConfig, GPUModel, PairingMode, VGPUNames
+from lahar.webhooks.review import escape
 
 __all__ = [
     "ALLOCATE_HINT_ANNOTATION",

@@ -12,11 +12,11 @@ The route table (`webhooks.routes`) calls them with a parsed review; the rules t
 
 from __future__ import annotations
 
-from policies.admission import AdmissionConfig
-from webhooks import _jobs_rules as rules
-from webhooks import devices
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import _jobs_rules as rules
+from lahar.webhooks import devices
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = ["mutate", "validate"]
 

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from kube import errors, resources
-from kube.client import ClusterClient
-from kube.informers import Informer, InformerFactory
+from lahar.kube import errors, resources
+from lahar.kube.client import ClusterClient
+from lahar.kube.informers import Informer, InformerFactory
 
 __all__ = ["BUILTIN_QUEUES", "QUEUE_PARENT_INDEX", "InformerLookups", "Lookups", "StaticLookups", "builtin_queue",
            "queue_parent"]

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kube import quantity
-from kube.models import labels
-from policies.admission import AdmissionConfig
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict
+from lahar.kube import quantity
+from lahar.kube.models import labels
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = ["mutate", "owner_job", "validate"]
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import yaml
 
-from kube.models import labels
-from policies.admission import AdmissionConfig, ResourceGroup
-from webhooks import devices
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict
+from lahar.kube.models import labels
+from lahar.policies.admission import AdmissionConfig, ResourceGroup
+from lahar.webhooks import devices
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = ["matching_resource_group", "mutate", "validate"]
 

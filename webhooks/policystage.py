@@ -28,11 +28,11 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from policies import events
-from policies import metrics as policy_metrics
-from policies.admission_policies import CompiledPolicy, PolicyStage, Result, policy_stage
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict
+from lahar.policies import events
+from lahar.policies import metrics as policy_metrics
+from lahar.policies.admission_policies import CompiledPolicy, PolicyStage, Result, policy_stage
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict
 
 __all__ = [
     "DECISIONS",

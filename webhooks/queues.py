@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import quantity
-from kube.models import labels
-from policies.admission import AdmissionConfig
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict, escape
+from lahar.kube import quantity
+from lahar.kube.models import labels
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict, escape
 
 __all__ = ["mutate", "validate"]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import jsonpatch
 
-from webhooks.lookups import Lookups
-from webhooks.review import Request, Verdict, request_for
+from lahar.webhooks.lookups import Lookups
+from lahar.webhooks.review import Request, Verdict, request_for
 
 __all__ = [
     "CHAINS",
@@ -67,17 +67,17 @@ class Route:
 
 # path, module, function, group, version, plural, operations (as registered in deploy/webhooks/, spec §4)
 _TABLE: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
-    ("/jobs/mutate", "webhooks.jobs", "mutate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE",)),
-    ("/jobs/validate", "webhooks.jobs", "validate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE", "UPDATE")),
-    ("/pods/mutate", "webhooks.pods", "mutate", "", "v1", "pods", ("CREATE",)),
-    ("/pods/validate", "webhooks.pods", "validate", "", "v1", "pods", ("CREATE",)),
-    ("/queues/mutate", "webhooks.queues", "mutate", VOLCANO_SCHEDULING, "v1beta1", "queues", ("CREATE",)),
-    ("/queues/validate", "webhooks.queues", "validate", VOLCANO_SCHEDULING, "v1beta1", "queues",
+    ("/jobs/mutate", "lahar.webhooks.jobs", "mutate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE",)),
+    ("/jobs/validate", "lahar.webhooks.jobs", "validate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE", "UPDATE")),
+    ("/pods/mutate", "lahar.webhooks.pods", "mutate", "", "v1", "pods", ("CREATE",)),
+    ("/pods/validate", "lahar.webhooks.pods", "validate", "", "v1", "pods", ("CREATE",)),
+    ("/queues/mutate", "lahar.webhooks.queues", "mutate", VOLCANO_SCHEDULING, "v1beta1", "queues", ("CREATE",)),
+    ("/queues/validate", "lahar.webhooks.queues", "validate", VOLCANO_SCHEDULING, "v1beta1", "queues",
      ("CREATE", "UPDATE", "DELETE")),
-    ("/podgroups/mutate", "webhooks.podgroups", "mutate", VOLCANO_SCHEDULING, "v1beta1", "podgroups", ("CREATE",)),
-    ("/podgroups/validate", "webhooks.podgroups", "validate", VOLCANO_SCHEDULING, "v1beta1", "podgroups",
+    ("/podgroups/mutate", "lahar.webhooks.podgroups", "mutate", VOLCANO_SCHEDULING, "v1beta1", "podgroups", ("CREATE",)),
+    ("/podgroups/validate", "lahar.webhooks.podgroups", "validate", VOLCANO_SCHEDULING, "v1beta1", "podgroups",
      ("CREATE", "UPDATE")),  # Volcano: CREATE; lahar's minMember checks also guard updates
-    ("/cronjobs/validate", "webhooks.cronjobs", "validate", VOLCANO_BATCH, "v1alpha1", "cronjobs",
+    ("/cronjobs/validate", "lahar.webhooks.cronjobs", "validate", VOLCANO_BATCH, "v1alpha1", "cronjobs",
      ("CREATE", "UPDATE")),
 )
 
@@ -126,9 +126,9 @@ def default_routes() -> dict[str, Route]:
 # lahar's own paths (not Volcano's): its ConfigMaps, and the generic policy paths (resource "*": any request the
 # webhook registration sends; `webhooks.policystage` runs the policies there). Added by `webhooks.app.create_app`.
 _LAHAR_TABLE: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
-    ("/configmaps/validate", "webhooks.configmaps", "validate", "", "v1", "configmaps", ("CREATE", "UPDATE")),
-    ("/policies/mutate", "webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
-    ("/policies/validate", "webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
+    ("/configmaps/validate", "lahar.webhooks.configmaps", "validate", "", "v1", "configmaps", ("CREATE", "UPDATE")),
+    ("/policies/mutate", "lahar.webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
+    ("/policies/validate", "lahar.webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
 )
 
 

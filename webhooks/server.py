@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def _reloader(ssl_context: ssl.SSLContext, certfile: str, keyfile: str, interval: float) -> Any | None:
     try:
-        from certs import rotation
+        from lahar.certs import rotation
     except ImportError:  # certs.rotation not installed: serve the certificate we started with
         log.warning("webhooks: certs.rotation is not available; renewed certificates need a restart")
         return None

@@ -13,8 +13,8 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kube import errors
-from kube.client import ClusterClient
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient
 
 __all__ = [
     "Children",
@@ -145,7 +145,7 @@ def b64(data: bytes | str) -> str:
 
 def in_tree_registry() -> dict[str, type[JobPlugin]]:
     """name → plugin class for every built-in plugin (a fresh dict per call)."""
-    from controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
+    from lahar.controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
 
     classes: list[type[JobPlugin]] = [env.EnvPlugin, svc.SvcPlugin, ssh.SshPlugin, pytorch.PytorchPlugin,
                                       mpi.MpiPlugin, tensorflow.TensorflowPlugin]

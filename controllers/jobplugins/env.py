@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.jobplugins import JobPlugin
+from lahar.controllers.jobplugins import JobPlugin
 
 __all__ = ["TASK_INDEX_ENV", "TASK_VK_INDEX_ENV", "EnvPlugin"]
 

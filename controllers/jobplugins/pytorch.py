@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers import _job_pods
-from controllers.jobplugins import JobPlugin
-from controllers.jobplugins._hosts import domain_name, task_named
+from lahar.controllers import _job_pods
+from lahar.controllers.jobplugins import JobPlugin
+from lahar.controllers.jobplugins._hosts import domain_name, task_named
 
 __all__ = ["PytorchPlugin", "wait_for_master_script"]
 

@@ -13,9 +13,9 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from controllers._job_pods import controller_ref
-from controllers.jobplugins import Children, JobPlugin, b64, controlled
-from controllers.jobplugins._hosts import pod_name
+from lahar.controllers._job_pods import controller_ref
+from lahar.controllers.jobplugins import Children, JobPlugin, b64, controlled
+from lahar.controllers.jobplugins._hosts import pod_name
 
 __all__ = ["SSH_ABSOLUTE_PATH", "SSH_RELATIVE_PATH", "SshPlugin", "generate_keys", "ssh_config"]
 

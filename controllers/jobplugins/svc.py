@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers._job_pods import controller_ref
-from controllers.jobplugins import Children, JobPlugin, controlled
-from controllers.jobplugins._hosts import task_hosts
-from kube.models import labels as keys
+from lahar.controllers._job_pods import controller_ref
+from lahar.controllers.jobplugins import Children, JobPlugin, controlled
+from lahar.controllers.jobplugins._hosts import task_hosts
+from lahar.kube.models import labels as keys
 
 __all__ = ["CONFIGMAP_MOUNT_PATH", "SvcPlugin", "generate_hosts"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controllers import _job_pods
-from controllers.jobplugins import JobPlugin
-from controllers.jobplugins._hosts import domain_name
+from lahar.controllers import _job_pods
+from lahar.controllers.jobplugins import JobPlugin
+from lahar.controllers.jobplugins._hosts import domain_name
 
 __all__ = ["TF_CONFIG_ENV", "TensorflowPlugin"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube.models import labels
-from kube.models._base import Kind, ObjectMeta, VolcanoModel
-from kube.models.batch import (
+from lahar.kube.models import labels
+from lahar.kube.models._base import Kind, ObjectMeta, VolcanoModel
+from lahar.kube.models.batch import (
     ConcurrencyPolicy,
     CronJob,
     CronJobSpec,
@@ -32,8 +32,8 @@ from kube.models.batch import (
     TaskState,
     VolumeSpec,
 )
-from kube.models.bus import Action, Command, Event
-from kube.models.flow import (
+from lahar.kube.models.bus import Action, Command, Event
+from lahar.kube.models.flow import (
     Flow,
     FlowCondition,
     FlowDependsOn,
@@ -54,8 +54,16 @@ from kube.models.flow import (
     RetainPolicy,
     TcpSocket,
 )
-from kube.models.nodeinfo import CPUInfo, MemoryNode, MemoryTable, Numatopology, NumatopoSpec, PolicyName, ResourceInfo
-from kube.models.scheduling import (
+from lahar.kube.models.nodeinfo import (
+    CPUInfo,
+    MemoryNode,
+    MemoryTable,
+    Numatopology,
+    NumatopoSpec,
+    PolicyName,
+    ResourceInfo,
+)
+from lahar.kube.models.scheduling import (
     Affinity,
     Cluster,
     DequeueStrategy,
@@ -77,7 +85,7 @@ from kube.models.scheduling import (
     Reservation,
     SubGroupPolicy,
 )
-from kube.models.topology import (
+from lahar.kube.models.topology import (
     ExactMatch,
     HyperNode,
     HyperNodeSpec,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, ClassVar
 
-from kube.models._base import LEFT_TO_RIGHT, Bool, Int, Kind, ObjectMeta, VolcanoModel
-from kube.models.bus import Action, Event
-from kube.models.topology import NetworkTopologySpec
+from lahar.kube.models._base import LEFT_TO_RIGHT, Bool, Int, Kind, ObjectMeta, VolcanoModel
+from lahar.kube.models.bus import Action, Event
+from lahar.kube.models.topology import NetworkTopologySpec
 
 __all__ = [
     "ConcurrencyPolicy",

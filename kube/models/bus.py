@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, ClassVar
 
-from kube.models._base import LEFT_TO_RIGHT, Kind
+from lahar.kube.models._base import LEFT_TO_RIGHT, Kind
 
 __all__ = ["Action", "Command", "Event"]
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube.models._base import LEFT_TO_RIGHT, Int, Kind, VolcanoModel
-from kube.models.batch import JobPhase, JobSpec, TaskState
+from lahar.kube.models._base import LEFT_TO_RIGHT, Int, Kind, VolcanoModel
+from lahar.kube.models.batch import JobPhase, JobSpec, TaskState
 
 __all__ = [
     "Flow",

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from kube.models._base import Int, Kind, VolcanoModel
+from lahar.kube.models._base import Int, Kind, VolcanoModel
 
 __all__ = ["CPUInfo", "MemoryNode", "MemoryTable", "Numatopology", "NumatopoSpec", "PolicyName", "ResourceInfo"]
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube.models._base import LEFT_TO_RIGHT, Bool, Int, Kind, ResourceList, VolcanoModel
-from kube.models.topology import NetworkTopologySpec
+from lahar.kube.models._base import LEFT_TO_RIGHT, Bool, Int, Kind, ResourceList, VolcanoModel
+from lahar.kube.models.topology import NetworkTopologySpec
 
 __all__ = [
     "Affinity",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, ClassVar
 
-from kube.models._base import LEFT_TO_RIGHT, Int, Kind, VolcanoModel
+from lahar.kube.models._base import LEFT_TO_RIGHT, Int, Kind, VolcanoModel
 
 __all__ = [
     "ExactMatch",

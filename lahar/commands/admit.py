@@ -47,7 +47,7 @@ def _review_mode(review_file: Path, path: str | None, lookups: Any, config: Any)
     import orjson
     import yaml
 
-    from webhooks import review, routes
+    from lahar.webhooks import review, routes
 
     try:
         data = yaml.safe_load(review_file.read_text())
@@ -77,7 +77,7 @@ def _review_mode(review_file: Path, path: str | None, lookups: Any, config: Any)
 def _manifest_mode(files: list[Path], lookups: Any, config: Any, output: str) -> None:
     import orjson
 
-    from webhooks import routes
+    from lahar.webhooks import routes
 
     table = routes.default_routes()
     results: list[dict] = []
@@ -124,7 +124,7 @@ def admit(
 ) -> None:
     """Run lahar's admission rules offline: exit 0 when everything is allowed, 1 when anything is denied."""
     from lahar.commands.webhook import admission_config, load_objects
-    from webhooks.lookups import StaticLookups
+    from lahar.webhooks.lookups import StaticLookups
 
     if (review_file is None) == (not files):
         raise typer.BadParameter("give exactly one of --review or -f")

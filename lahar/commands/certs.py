@@ -12,9 +12,11 @@ from urllib.parse import urlsplit
 
 import typer
 
+from lahar import data
+
 __all__ = ["register"]
 
-DEFAULT_MANIFESTS = Path(__file__).resolve().parents[2] / "deploy" / "webhooks"
+DEFAULT_MANIFESTS = data.webhooks()
 
 certs_app = typer.Typer(no_args_is_help=True, help="Certificates for lahar's admission webhooks.")
 
@@ -29,7 +31,7 @@ def generate(
     host: list[str] = typer.Option([], "--host", help="Extra SAN (DNS name or IP); repeatable."),
 ) -> None:
     """A new CA and a serving certificate for SERVICE.NAMESPACE(.svc(.cluster.local)), localhost and 127.0.0.1."""
-    from certs import authority, bundles
+    from lahar.certs import authority, bundles
 
     hosts = list(dict.fromkeys([*authority.serving_hosts(service, namespace), *host]))
     ca = authority.new_ca(bundles.CA_COMMON_NAME, days=ca_days)
@@ -62,10 +64,10 @@ def ensure(
     Renews when less than a third of a certificate's lifetime remains; writes `caBundle` into the configurations
     of --manifests (creating them if absent). Safe to run from several replicas at once.
     """
-    from certs import authority, bundles
-    from kube import errors
-    from kube import kubeconfig as kubeconfigs
-    from kube.rest import RestClient
+    from lahar.certs import authority, bundles
+    from lahar.kube import errors
+    from lahar.kube import kubeconfig as kubeconfigs
+    from lahar.kube.rest import RestClient
 
     hosts = authority.serving_hosts(service, namespace)
     if url:

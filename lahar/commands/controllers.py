@@ -85,10 +85,10 @@ def register(app: typer.Typer) -> None:
         loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
     ) -> None:
         """Watch the cluster and enqueue reconcile tasks (one active dispatcher; others wait as standby)."""
-        from kube import kubeconfig
-        from kube.rest import RestClient
         from lahar import worker as celery_worker
         from lahar.dispatcher import Dispatcher
+        from lahar.kube import kubeconfig
+        from lahar.kube.rest import RestClient
 
         s = celery_worker.settings
         _logging(loglevel or s.log_level)
@@ -110,8 +110,8 @@ def register(app: typer.Typer) -> None:
         loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
     ) -> None:
         """Run Celery beat (resync every key; the scheduler's session tick). Only one runs: a Redis lease."""
-        from controllers import workqueue
         from lahar import worker as celery_worker
+        from lahar.controllers import workqueue
 
         s = celery_worker.settings
         _logging(loglevel or s.log_level)

@@ -58,14 +58,14 @@ def register(app: typer.Typer) -> None:
         output: str = typer.Option("text", "--output", "-o", help="text or json."),
     ) -> None:
         """Per node: the hints of each provider, the merged hint, admit, and the first reason the node was rejected."""
-        from kube import kubeconfig as kc
-        from kube.rest import RestClient
-        from scheduler.framework import conf as confs
-        from scheduler.framework import snapshot as snapshots
-        from scheduler.framework.session import Session
-        from scheduler.plugins.numaaware import explain
-        from scheduler.registry import in_tree_registry
-        from scheduler.session import list_objects
+        from lahar.kube import kubeconfig as kc
+        from lahar.kube.rest import RestClient
+        from lahar.scheduler.framework import conf as confs
+        from lahar.scheduler.framework import snapshot as snapshots
+        from lahar.scheduler.framework.session import Session
+        from lahar.scheduler.plugins.numaaware import explain
+        from lahar.scheduler.registry import in_tree_registry
+        from lahar.scheduler.session import list_objects
 
         namespace, _, pod_name = name.rpartition("/")
         namespace = namespace or "default"
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         except confs.ConfError as e:
             typer.echo(f"error: {conf}: {e}", err=True)
             raise typer.Exit(2) from e
-        from kube.resources import ResourceType, in_tree
+        from lahar.kube.resources import ResourceType, in_tree
 
         kinds = in_tree()
         if kinds.get("scheduling.koordinator.sh", "v1alpha1", "devices") is None:  # Koordinator Device inventory
@@ -105,7 +105,7 @@ def _with_topology(conf: Any, registry: Any) -> Any:
     """The default configuration with numa-aware and deviceshare appended to its last tier when missing."""
     import yaml
 
-    from scheduler.framework import conf as confs
+    from lahar.scheduler.framework import conf as confs
 
     tiers = [[{"name": p.name, **({"arguments": dict(p.arguments)} if p.arguments else {})} for p in t.plugins]
              for t in conf.tiers]

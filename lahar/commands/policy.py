@@ -56,8 +56,8 @@ def _objects(paths: list[Path], hint: str) -> list[dict]:
 
 
 def _load_policies(paths: list[Path]) -> list[Any]:
-    from policies import loading
-    from policies.errors import ConfigError
+    from lahar.policies import loading
+    from lahar.policies.errors import ConfigError
 
     docs = _objects(paths, "-p")
     try:
@@ -96,7 +96,7 @@ def test(
     """Print `<kind>/<name>: allowed | warned: <message> | denied: <message>` per object; exit 1 on any denial."""
     import orjson
 
-    from policies import admission_policies as ap
+    from lahar.policies import admission_policies as ap
 
     policies = ap.PolicySet.of(_load_policies(policy_files))
     objects = _objects(manifests, "-f")
@@ -126,8 +126,8 @@ def _client(ctx: typer.Context, kubeconfig: Path | None) -> Iterator[Any]:
     if isinstance(obj, dict) and obj.get("client") is not None:
         yield obj["client"]
         return
-    from kube import kubeconfig as kc
-    from kube.rest import RestClient
+    from lahar.kube import kubeconfig as kc
+    from lahar.kube.rest import RestClient
 
     client = RestClient(kc.load(kubeconfig))
     try:
@@ -138,7 +138,7 @@ def _client(ctx: typer.Context, kubeconfig: Path | None) -> Iterator[Any]:
 
 def _cluster_policies(client: Any) -> tuple[list[Any], list[str]]:
     """Every policy ConfigMap in the cluster → (policies, errors of the ConfigMaps that were rejected)."""
-    from policies import loading
+    from lahar.policies import loading
 
     rt = client.registry.get("", "v1", "configmaps")
     cms = client.list(rt, label_selector=f"{loading.POLICY_LABEL}=true")["items"]
@@ -152,7 +152,7 @@ def _cluster_policies(client: Any) -> tuple[list[Any], list[str]]:
 
 
 def _get(client: Any, rt: Any, namespace: str, name: str) -> dict | None:
-    from kube import errors
+    from lahar.kube import errors
 
     try:
         return client.get(rt, name, namespace=namespace or None)
@@ -162,7 +162,7 @@ def _get(client: Any, rt: Any, namespace: str, name: str) -> dict | None:
 
 def _types_for(client: Any, policies: list[Any]) -> list[Any]:
     """The served resource types some policy's resourceRules can match (main resources, listable)."""
-    from policies import admission_policies as ap
+    from lahar.policies import admission_policies as ap
 
     out = []
     for rt in client.registry:
@@ -193,8 +193,8 @@ def report(
     from rich.console import Console
     from rich.table import Table
 
-    from kube import errors
-    from policies import admission_policies as ap
+    from lahar.kube import errors
+    from lahar.policies import admission_policies as ap
 
     console = Console(width=200, soft_wrap=True)
     with _client(ctx, kubeconfig) as client:

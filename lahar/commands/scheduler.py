@@ -23,10 +23,10 @@ def register(app: typer.Typer) -> None:
         """Run scheduling sessions: a Celery worker on queue `scheduling` (concurrency 1, informer cache in memory)."""
         import redis
 
-        from kube import kubeconfig
-        from kube.rest import RestClient
+        from lahar.kube import kubeconfig
+        from lahar.kube.rest import RestClient
+        from lahar.scheduler import tasks
         from lahar.settings import Settings
-        from scheduler import tasks
 
         s = Settings()
         level = (loglevel or s.log_level).upper()
@@ -71,10 +71,10 @@ def register(app: typer.Typer) -> None:
         """Run scheduling sessions in-process on the given objects and print the decisions."""
         import yaml
 
-        from scheduler.framework import conf as confs
-        from scheduler.registry import in_tree_registry
-        from scheduler.simulate import load_objects
-        from scheduler.simulate import simulate as run
+        from lahar.scheduler.framework import conf as confs
+        from lahar.scheduler.registry import in_tree_registry
+        from lahar.scheduler.simulate import load_objects
+        from lahar.scheduler.simulate import simulate as run
 
         registry = in_tree_registry()
         try:
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
 
 def _profile_nodes(name: str, count: int) -> list[dict]:
     """A devcluster profile's node objects (Node, Numatopology, Device) for `lahar simulate --workload`."""
-    from devcluster import nodes, profiles
+    from lahar.devcluster import nodes, profiles
 
     return nodes.build(profiles.load(name), count or None)
 
@@ -117,14 +117,14 @@ def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Pa
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from devcluster.profiles import ProfileError
-    from scheduler import workload
+    from lahar.devcluster.profiles import ProfileError
+    from lahar.scheduler import workload
 
     if plot is not None or html_out is not None:  # fail before the replay, not after it
         try:
             import matplotlib  # noqa: F401
         except ImportError as e:
-            from scheduler.plot import INSTALL_HINT
+            from lahar.scheduler.plot import INSTALL_HINT
             typer.echo(f"error: {INSTALL_HINT}", err=True)
             raise typer.Exit(2) from e
     try:
@@ -144,7 +144,7 @@ def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Pa
 
         report = workload.replay(trace, conf, registry=registry, nodes=extra, progress=progress)  # type: ignore[arg-type]
     if plot is not None or html_out is not None:
-        from scheduler import plot as plots
+        from lahar.scheduler import plot as plots
 
         title = f"lahar simulate --workload {path.name}"
         if plot is not None:

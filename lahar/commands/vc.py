@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from kube import durations
+from lahar.kube import durations
 
 __all__ = ["job_rows", "queue_rows", "register"]
 
@@ -83,7 +83,7 @@ def queue_rows(queues: list[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[t
 
 def resource_list(spec: str) -> dict[str, str]:
     """populateResourceListV1: `cpu=1000m,memory=100Mi` → a ResourceList; errors name the bad statement."""
-    from kube import quantity
+    from lahar.kube import quantity
 
     out: dict[str, str] = {}
     if not spec:
@@ -124,8 +124,8 @@ def _client(ctx: typer.Context, kubeconfig: Path | None) -> Iterator[Any]:
     if isinstance(obj, dict) and obj.get("client") is not None:
         yield obj["client"]
         return
-    from kube import kubeconfig as kc
-    from kube.rest import RestClient
+    from lahar.kube import kubeconfig as kc
+    from lahar.kube.rest import RestClient
 
     client = RestClient(kc.load(kubeconfig))
     try:
@@ -148,7 +148,7 @@ def _fail(message: str) -> None:
 
 @contextmanager
 def _api_errors() -> Iterator[None]:
-    from kube import errors
+    from lahar.kube import errors
 
     try:
         yield

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 def admission_config() -> Any:
     """lahar's admission configuration with its built-in defaults (the ConfigMap comes with the policy issue)."""
     try:
-        from policies.admission import AdmissionConfig
+        from lahar.policies.admission import AdmissionConfig
     except ImportError:  # policies.admission not installed yet: handlers get None
         logging.getLogger(__name__).warning("policies.admission is not available; admission rules get no config")
         return None
@@ -76,11 +76,11 @@ def live_admission(client: Any, *, namespace: str = "lahar-system", all_namespac
     `lahar-admission-config` in `namespace`, policy ConfigMaps (`lahar.sh/policy: "true"`) in `namespace` (or in
     every namespace with `all_namespaces`)."""
     from lahar import validators
-    from policies import loading
-    from policies.admission import AdmissionConfig
-    from webhooks import app as webhook_app
-    from webhooks import lookups as webhook_lookups
-    from webhooks import policystage
+    from lahar.policies import loading
+    from lahar.policies.admission import AdmissionConfig
+    from lahar.webhooks import app as webhook_app
+    from lahar.webhooks import lookups as webhook_lookups
+    from lahar.webhooks import policystage
 
     validators.register()
     lookups = webhook_lookups.InformerLookups(client, probe_interval=probe_interval).start()
@@ -138,9 +138,9 @@ def webhook(
                                                                "ConfigMaps (files or directories) to enforce."),
 ) -> None:
     """Serve lahar's admission webhooks (Volcano's paths, /healthz, /readyz, /metrics) over HTTPS."""
-    from webhooks import app as webhook_app
-    from webhooks import lookups as webhook_lookups
-    from webhooks import server
+    from lahar.webhooks import app as webhook_app
+    from lahar.webhooks import lookups as webhook_lookups
+    from lahar.webhooks import server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if state is not None:
@@ -151,8 +151,8 @@ def webhook(
     if policies:
         raise typer.BadParameter("only with --state; on a cluster, policies come from ConfigMaps",
                                  param_hint="--policies")
-    from kube import kubeconfig as kubeconfig_mod
-    from kube.rest import RestClient
+    from lahar.kube import kubeconfig as kubeconfig_mod
+    from lahar.kube.rest import RestClient
 
     client = RestClient(kubeconfig_mod.load(kubeconfig))
     live = None

@@ -5,10 +5,10 @@ Each is a class with `name` and `execute(ssn)`, built by a factory(arguments) li
 
 from __future__ import annotations
 
-from scheduler.actions.allocate import Allocate
-from scheduler.actions.backfill import Backfill
-from scheduler.actions.enqueue import Enqueue
-from scheduler.actions.preempt import Preempt
-from scheduler.actions.reclaim import Reclaim
+from lahar.scheduler.actions.allocate import Allocate
+from lahar.scheduler.actions.backfill import Backfill
+from lahar.scheduler.actions.enqueue import Enqueue
+from lahar.scheduler.actions.preempt import Preempt
+from lahar.scheduler.actions.reclaim import Reclaim
 
 __all__ = ["Allocate", "Backfill", "Enqueue", "Preempt", "Reclaim"]

@@ -9,9 +9,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from scheduler.framework.nodes import EPSILON
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Task
+from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Task
 
 __all__ = ["PriorityQueue", "fits", "preempt_candidate_nodes", "victims_order"]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.actions._util import PriorityQueue
-from scheduler.framework.nodes import EPSILON
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import FitErrors, Job, Queue, Task, TaskStatus
-from scheduler.framework.statement import Statement
+from lahar.scheduler.actions._util import PriorityQueue
+from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import FitErrors, Job, Queue, Task, TaskStatus
+from lahar.scheduler.framework.statement import Statement
 
 __all__ = ["Allocate"]
 

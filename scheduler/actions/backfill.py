@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import FitErrors, Task, TaskStatus
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import FitErrors, Task, TaskStatus
 
 __all__ = ["Backfill"]
 

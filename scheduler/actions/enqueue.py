@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.actions._util import PriorityQueue
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Job, Queue
+from lahar.scheduler.actions._util import PriorityQueue
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Job, Queue
 
 __all__ = ["Enqueue"]
 

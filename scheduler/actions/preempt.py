@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scheduler.actions._util import PriorityQueue, fits, preempt_candidate_nodes, victims_order
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
-from scheduler.framework.statement import Statement
+from lahar.scheduler.actions._util import PriorityQueue, fits, preempt_candidate_nodes, victims_order
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
+from lahar.scheduler.framework.statement import Statement
 
 __all__ = ["Preempt", "preempt_task"]
 

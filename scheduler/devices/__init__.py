@@ -14,9 +14,9 @@ Pure decision cores used by the deviceshare (and numa-aware) plugins, one module
 A fit that fails returns a `str` reason (never raises); callers test `isinstance(result, str)`.
 """
 
-from scheduler.devices import gpu, inventory, mig, rdma, requests, vgpu
-from scheduler.devices.inventory import GPU, VF, CardUsage, NodeInventory, RDMANic, Usage, VGPUCard
-from scheduler.devices.requests import DeviceRequest, VGPUPodRequest, VGPURequest
+from lahar.scheduler.devices import gpu, inventory, mig, rdma, requests, vgpu
+from lahar.scheduler.devices.inventory import GPU, VF, CardUsage, NodeInventory, RDMANic, Usage, VGPUCard
+from lahar.scheduler.devices.requests import DeviceRequest, VGPUPodRequest, VGPURequest
 
 __all__ = [
     "GPU",

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kube import quantity
-from scheduler.devices import requests
-from scheduler.topology.hints import parse_cpuset
+from lahar.kube import quantity
+from lahar.scheduler.devices import requests
+from lahar.scheduler.topology.hints import parse_cpuset
 
 __all__ = [
     "DEVICE_ALLOCATED_ANNOTATION",

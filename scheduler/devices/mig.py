@@ -15,10 +15,10 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from policies.admission import AdmissionConfig, MIGConfig
-from scheduler.devices import vgpu
-from scheduler.devices.inventory import MIGPlacement, MIGProfileInfo, NodeInventory, Usage, VGPUCard
-from scheduler.devices.requests import MIGRequest, VGPUPodRequest
+from lahar.policies.admission import AdmissionConfig, MIGConfig
+from lahar.scheduler.devices import vgpu
+from lahar.scheduler.devices.inventory import MIGPlacement, MIGProfileInfo, NodeInventory, Usage, VGPUCard
+from lahar.scheduler.devices.requests import MIGRequest, VGPUPodRequest
 
 __all__ = [
     "CARD_MIG_TOPOLOGY_INFEASIBLE",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from scheduler.devices.inventory import DEVICE_ALLOCATED_ANNOTATION, GPU, VF, RDMANic, Usage
-from scheduler.devices.requests import KOORD_UNITS, RDMARequest
+from lahar.scheduler.devices.inventory import DEVICE_ALLOCATED_ANNOTATION, GPU, VF, RDMANic, Usage
+from lahar.scheduler.devices.requests import KOORD_UNITS, RDMARequest
 
 __all__ = [
     "DEVICE_ALLOCATED_ANNOTATION",

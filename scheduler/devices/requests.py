@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube import quantity
-from policies.admission import HAMI_VGPU, VOLCANO_VGPU, AdmissionConfig, VGPUConfig, VGPUNames
+from lahar.kube import quantity
+from lahar.policies.admission import HAMI_VGPU, VOLCANO_VGPU, AdmissionConfig, VGPUConfig, VGPUNames
 
 __all__ = [
     "ALLOCATE_HINT_ANNOTATION",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.devices.inventory import CardUsage, Usage, VGPUCard
-from scheduler.devices.requests import VGPUPodRequest, VGPURequest
+from lahar.scheduler.devices.inventory import CardUsage, Usage, VGPUCard
+from lahar.scheduler.devices.requests import VGPUPodRequest, VGPURequest
 
 __all__ = [
     "BINPACK",

@@ -31,13 +31,13 @@ when the tier's switch for it (e.g. `enableJobOrder`) is not false.
 
 from __future__ import annotations
 
-from scheduler.framework.conf import ConfError, PluginOption, SchedulerConf, Tier, default_conf, load
-from scheduler.framework.hooks import HOOKS, Code, NodeFilter, Status, Vote
-from scheduler.framework.nodes import NodeArrays, ResourceIndex
-from scheduler.framework.registry import Registry
-from scheduler.framework.session import Bind, Decisions, Eviction, PodCondition, PodGroupUpdate, Session
-from scheduler.framework.snapshot import FitErrors, Job, Node, Queue, Snapshot, Task, TaskStatus, build
-from scheduler.framework.statement import Statement
+from lahar.scheduler.framework.conf import ConfError, PluginOption, SchedulerConf, Tier, default_conf, load
+from lahar.scheduler.framework.hooks import HOOKS, Code, NodeFilter, Status, Vote
+from lahar.scheduler.framework.nodes import NodeArrays, ResourceIndex
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.framework.session import Bind, Decisions, Eviction, PodCondition, PodGroupUpdate, Session
+from lahar.scheduler.framework.snapshot import FitErrors, Job, Node, Queue, Snapshot, Task, TaskStatus, build
+from lahar.scheduler.framework.statement import Statement
 
 __all__ = [
     "HOOKS",

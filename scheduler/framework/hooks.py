@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-    from scheduler.framework.nodes import NodeArrays
-    from scheduler.framework.session import Session
-    from scheduler.framework.snapshot import Job, Queue, Task
+    from lahar.scheduler.framework.nodes import NodeArrays
+    from lahar.scheduler.framework.session import Session
+    from lahar.scheduler.framework.snapshot import Job, Queue, Task
 
 __all__ = [
     "HOOKS",

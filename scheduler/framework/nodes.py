@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kube import quantity
+from lahar.kube import quantity
 
 __all__ = ["EPSILON", "NodeArrays", "ResourceIndex", "RowCache", "is_scalar_resource"]
 

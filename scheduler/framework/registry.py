@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scheduler.framework.hooks import Action, Plugin
+from lahar.scheduler.framework.hooks import Action, Plugin
 
 __all__ = ["ActionFactory", "PluginFactory", "Registry"]
 

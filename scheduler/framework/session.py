@@ -17,12 +17,12 @@ from typing import Any, Generic, Protocol
 
 import numpy as np
 
-from scheduler.framework import hooks
-from scheduler.framework.conf import PluginOption, SchedulerConf
-from scheduler.framework.hooks import NodeFilter, Status, Vote
-from scheduler.framework.nodes import EPSILON, RowCache
-from scheduler.framework.registry import Registry
-from scheduler.framework.snapshot import (
+from lahar.scheduler.framework import hooks
+from lahar.scheduler.framework.conf import PluginOption, SchedulerConf
+from lahar.scheduler.framework.hooks import NodeFilter, Status, Vote
+from lahar.scheduler.framework.nodes import EPSILON, RowCache
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.framework.snapshot import (
     ALLOCATED,
     TERMINATED,
     FitErrors,
@@ -34,7 +34,7 @@ from scheduler.framework.snapshot import (
     node_kind,
     sum_by_queue,
 )
-from scheduler.framework.statement import Statement
+from lahar.scheduler.framework.statement import Statement
 
 __all__ = ["Bind", "Closed", "Decisions", "Eviction", "PodCondition", "PodGroupUpdate", "Session"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from kube.models import labels
-from scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex
+from lahar.kube.models import labels
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex
 
 __all__ = [
     "ALLOCATED",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scheduler.framework.snapshot import Task, TaskStatus
+from lahar.scheduler.framework.snapshot import Task, TaskStatus
 
 if TYPE_CHECKING:
-    from scheduler.framework.session import Session
+    from lahar.scheduler.framework.session import Session
 
 __all__ = ["Operation", "Statement"]
 

@@ -4,11 +4,11 @@ methods of `scheduler.framework.hooks` it implements; listed by name in `schedul
 
 from __future__ import annotations
 
-from scheduler.plugins.conformance import Conformance
-from scheduler.plugins.gang import Gang
-from scheduler.plugins.nodeorder import NodeOrder
-from scheduler.plugins.predicates import Predicates
-from scheduler.plugins.priority import Priority
-from scheduler.plugins.proportion import Proportion
+from lahar.scheduler.plugins.conformance import Conformance
+from lahar.scheduler.plugins.gang import Gang
+from lahar.scheduler.plugins.nodeorder import NodeOrder
+from lahar.scheduler.plugins.predicates import Predicates
+from lahar.scheduler.plugins.priority import Priority
+from lahar.scheduler.plugins.proportion import Proportion
 
 __all__ = ["Conformance", "Gang", "NodeOrder", "Predicates", "Priority", "Proportion"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.plugins._podview import AffinityTerm, LabelGroup, PodProfile, PodView
+from lahar.scheduler.plugins._podview import AffinityTerm, LabelGroup, PodProfile, PodView
 
 __all__ = [
     "AFFINITY_MISMATCH",

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from kube.selectors import LabelSelector, Requirement, SelectorError, from_label_selector
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Task, TaskStatus
+from lahar.kube.selectors import LabelSelector, Requirement, SelectorError, from_label_selector
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Task, TaskStatus
 
 __all__ = [
     "AffinityTerm",

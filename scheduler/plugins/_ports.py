@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 
-from scheduler.plugins._podview import PodView
+from lahar.scheduler.plugins._podview import PodView
 
 __all__ = ["PORTS_IN_USE", "conflicts", "port_conflict"]
 

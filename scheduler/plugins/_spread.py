@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from scheduler.plugins._podview import HOSTNAME, LabelGroup, PodProfile, PodView, SpreadConstraint
+from lahar.scheduler.plugins._podview import HOSTNAME, LabelGroup, PodProfile, PodView, SpreadConstraint
 
 __all__ = ["CONSTRAINTS_MISMATCH", "MISSING_LABEL", "filter_nodes", "scores"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Task
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Task
 
 __all__ = ["MAX_NODE_SCORE", "BinPack", "Weights", "binpack_scores", "parse_weights"]
 

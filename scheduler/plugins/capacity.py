@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.hooks import Vote
-from scheduler.framework.nodes import EPSILON, ResourceIndex
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus
+from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.nodes import EPSILON, ResourceIndex
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus
 
 __all__ = [
     "ROOT",

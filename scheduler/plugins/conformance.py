@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework.snapshot import Task
+from lahar.scheduler.framework.snapshot import Task
 
 __all__ = ["Conformance"]
 

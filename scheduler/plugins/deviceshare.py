@@ -19,20 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.devices import gpu as gpus_
-from scheduler.devices import inventory as inventories
-from scheduler.devices import mig as migs
-from scheduler.devices import rdma as rdmas
-from scheduler.devices import requests as requests_
-from scheduler.devices import vgpu as vgpus
-from scheduler.framework.hooks import NodeFilter
-from scheduler.framework.snapshot import Task
-from scheduler.plugins.numaaware import Placement, cached, placed_pods, placement
-from scheduler.topology import TopologyHint, hints
+from lahar.scheduler.devices import gpu as gpus_
+from lahar.scheduler.devices import inventory as inventories
+from lahar.scheduler.devices import mig as migs
+from lahar.scheduler.devices import rdma as rdmas
+from lahar.scheduler.devices import requests as requests_
+from lahar.scheduler.devices import vgpu as vgpus
+from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.snapshot import Task
+from lahar.scheduler.plugins.numaaware import Placement, cached, placed_pods, placement
+from lahar.scheduler.topology import TopologyHint, hints
 
 if TYPE_CHECKING:
-    from scheduler.framework.nodes import NodeArrays
-    from scheduler.framework.session import Session
+    from lahar.scheduler.framework.nodes import NodeArrays
+    from lahar.scheduler.framework.session import Session
 
 __all__ = ["GPU_RESOURCE", "INSUFFICIENT_GPUS", "DevicePlan", "DeviceShare", "NodeDevices", "vgpu_hints"]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from kube.models import labels
-from scheduler.framework.nodes import EPSILON
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task
+from lahar.kube.models import labels
+from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task
 
 __all__ = ["SHARE_DELTA", "Drf", "HNode", "calculate_share", "queue_hierarchies"]
 

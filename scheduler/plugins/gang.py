@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework.hooks import Code, Status, Vote
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Job, Task, TaskStatus
+from lahar.scheduler.framework.hooks import Code, Status, Vote
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Job, Task, TaskStatus
 
 __all__ = ["Gang"]
 

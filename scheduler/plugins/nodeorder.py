@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.nodes import NodeArrays, RowCache
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Task
-from scheduler.plugins import _affinity, _spread
-from scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
-from scheduler.plugins.predicates import _taint_groups, node_selector_terms_mask, static_masks, tolerates
+from lahar.scheduler.framework.nodes import NodeArrays, RowCache
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Task
+from lahar.scheduler.plugins import _affinity, _spread
+from lahar.scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
+from lahar.scheduler.plugins.predicates import _taint_groups, node_selector_terms_mask, static_masks, tolerates
 
 __all__ = [
     "DEFAULT_WEIGHTS",

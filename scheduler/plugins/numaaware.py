@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import orjson
 
-from kube import quantity
-from scheduler.devices import inventory as inventories
-from scheduler.framework.hooks import NodeFilter
-from scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
-from scheduler.topology import (
+from lahar.kube import quantity
+from lahar.scheduler.devices import inventory as inventories
+from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
+from lahar.scheduler.topology import (
     BEST_EFFORT,
     NONE,
     POLICIES,
@@ -45,8 +45,8 @@ from scheduler.topology import (
 )
 
 if TYPE_CHECKING:
-    from scheduler.framework.nodes import NodeArrays
-    from scheduler.framework.session import Session
+    from lahar.scheduler.framework.nodes import NodeArrays
+    from lahar.scheduler.framework.session import Session
 
 __all__ = [
     "ALLOCATION_ANNOTATION",

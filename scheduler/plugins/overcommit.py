@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.hooks import Vote
-from scheduler.framework.nodes import EPSILON
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import ALLOCATED, Job
+from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import ALLOCATED, Job
 
 __all__ = ["DEFAULT_FACTOR", "FACTOR_KEY", "Overcommit", "parse_factors"]
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.hooks import NodeFilter
-from scheduler.framework.nodes import NodeArrays
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Node, Task
-from scheduler.plugins import _affinity, _ports, _spread
-from scheduler.plugins._podview import _INT, PodProfile, PodView, profile_of, view_of
+from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.nodes import NodeArrays
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Node, Task
+from lahar.scheduler.plugins import _affinity, _ports, _spread
+from lahar.scheduler.plugins._podview import _INT, PodProfile, PodView, profile_of, view_of
 
 __all__ = [
     "NODE_AFFINITY_MISMATCH",

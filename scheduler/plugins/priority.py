@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Job, Task
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Job, Task
 
 __all__ = ["Priority"]
 

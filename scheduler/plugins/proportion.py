@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.hooks import Vote
-from scheduler.framework.nodes import EPSILON
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus, sum_by_queue
+from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus, sum_by_queue
 
 __all__ = ["Proportion", "QueueAttr", "water_fill"]
 

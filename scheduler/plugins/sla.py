@@ -11,11 +11,11 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from kube import durations
-from kube.models import labels
-from scheduler.framework.hooks import Vote
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Job
+from lahar.kube import durations
+from lahar.kube.models import labels
+from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Job
 
 __all__ = ["ARGUMENT", "Sla", "parse_duration", "waiting_time"]
 

@@ -4,8 +4,8 @@ Plugins (numa-aware, deviceshare) build per-node hints with `hints` and ask `mer
 admit. Pure functions over plain data; see spec/topology.md for the semantics reproduced here.
 """
 
-from scheduler.topology import bitmask, hints
-from scheduler.topology.merging import (
+from lahar.scheduler.topology import bitmask, hints
+from lahar.scheduler.topology.merging import (
     TOPOLOGY_AFFINITY_ERROR,
     TOPOLOGY_AFFINITY_MESSAGE,
     Admission,
@@ -16,7 +16,7 @@ from scheduler.topology.merging import (
     merge_container_scope,
     merge_pod_scope,
 )
-from scheduler.topology.options import (
+from lahar.scheduler.topology.options import (
     BEST_EFFORT,
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES,
     MAX_ALLOWABLE_NUMA_NODES,

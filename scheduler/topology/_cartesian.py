@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from scheduler.topology.merging import (
+from lahar.scheduler.topology.merging import (
     Provider,
     TopologyHint,
     _Context,
@@ -20,7 +20,7 @@ from scheduler.topology.merging import (
     _provider_lists,
     can_admit,
 )
-from scheduler.topology.options import NONE, SINGLE_NUMA_NODE, PolicyOptions, check_policy, parse_options
+from lahar.scheduler.topology.options import NONE, SINGLE_NUMA_NODE, PolicyOptions, check_policy, parse_options
 
 __all__ = ["compare", "merge_cartesian", "merge_permutation"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.topology import bitmask
-from scheduler.topology.merging import Provider, TopologyHint
+from lahar.scheduler.topology import bitmask
+from lahar.scheduler.topology.merging import Provider, TopologyHint
 
 __all__ = [
     "NUMAMemory",

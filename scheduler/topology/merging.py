@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.topology import bitmask
-from scheduler.topology.options import (
+from lahar.scheduler.topology import bitmask
+from lahar.scheduler.topology.options import (
     BEST_EFFORT,
     NONE,
     SINGLE_NUMA_NODE,

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from kube import errors
-from kube.client import ClusterClient, Obj, WatchEvent
-from kube.resources import ResourceType, core
+from lahar.kube import errors
+from lahar.kube.client import ClusterClient, Obj, WatchEvent
+from lahar.kube.resources import ResourceType, core
 
 _TYPES = {rt.plural if rt.group == "" else f"{rt.plural}.{rt.group}": rt for rt in core()}
 CM = _TYPES["configmaps"]
@@ -1055,7 +1055,7 @@ def test_custom_resource_watch(backend: Backend, ns: str, widgets: ResourceType)
 
 
 def test_informer_tracks_the_cluster(backend: Backend, ns: str) -> None:
-    from kube import informers
+    from lahar.kube import informers
 
     c = backend.client
     c.create(CM, cm("before", labels={"team": "red"}), namespace=ns)
@@ -1106,7 +1106,7 @@ class _Severable:
 def test_informer_relists_after_gone_and_reconciles_missed_deletions(backend: Backend, ns: str) -> None:
     if backend.small_history is None:
         pytest.skip(f"watch history size is not configurable on {backend.name}")
-    from kube import informers
+    from lahar.kube import informers
 
     base, history = backend.small_history()
     space = f"relist-{uuid.uuid4().hex[:6]}"

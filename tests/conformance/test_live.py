@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kube import kubeconfig
-from kube.rest import RestClient
+from lahar.kube import kubeconfig
+from lahar.kube.rest import RestClient
 from tests.conformance.suite import *  # noqa: F403 - the shared tests and the `ns` fixture
 from tests.conformance.suite import Backend
 
@@ -53,7 +53,7 @@ def live(request: pytest.FixtureRequest) -> Any:
 
 
 def test_hand_built_configuration_with_ca_and_token(live: Any) -> None:
-    from kube.resources import core
+    from lahar.kube.resources import core
 
     ns_rt = next(rt for rt in core() if rt.plural == "namespaces")
     with RestClient(_config(live)) as client:
@@ -61,8 +61,8 @@ def test_hand_built_configuration_with_ca_and_token(live: Any) -> None:
 
 
 def test_wrong_token_is_unauthorized(live: Any) -> None:
-    from kube import errors
-    from kube.resources import core
+    from lahar.kube import errors
+    from lahar.kube.resources import core
 
     ns_rt = next(rt for rt in core() if rt.plural == "namespaces")
     with RestClient(_config(live, token="not-the-token")) as client, pytest.raises(errors.Unauthorized) as ei:
@@ -71,8 +71,8 @@ def test_wrong_token_is_unauthorized(live: Any) -> None:
 
 
 def test_untrusted_server_certificate_is_refused(live: Any, tmp_path: Any) -> None:
-    from kube import errors
-    from kube.resources import core
+    from lahar.kube import errors
+    from lahar.kube.resources import core
 
     ns_rt = next(rt for rt in core() if rt.plural == "namespaces")
     cfg = _config(live)
@@ -82,7 +82,7 @@ def test_untrusted_server_certificate_is_refused(live: Any, tmp_path: Any) -> No
 
 
 def test_kubeconfig_env_lookup_reaches_the_cluster(live: Any, tmp_path: Any) -> None:
-    from kube.resources import core
+    from lahar.kube.resources import core
 
     ns_rt = next(rt for rt in core() if rt.plural == "namespaces")
     cfg = kubeconfig.load(environ={"KUBECONFIG": str(live.kubeconfig)}, home=tmp_path)
@@ -93,7 +93,7 @@ def test_kubeconfig_env_lookup_reaches_the_cluster(live: Any, tmp_path: Any) -> 
 def test_many_threads_share_one_client(live: Any) -> None:
     import threading
 
-    from kube.resources import core
+    from lahar.kube.resources import core
 
     cm_rt = next(rt for rt in core() if rt.plural == "configmaps")
     ns_rt = next(rt for rt in core() if rt.plural == "namespaces")

@@ -10,8 +10,8 @@ import pytest
 from tests.conformance.suite import *  # noqa: F403 - the shared tests and the `ns` fixture
 from tests.conformance.suite import Backend
 
-memory = pytest.importorskip("kube.memory")
-store = pytest.importorskip("kube.store")
+memory = pytest.importorskip("lahar.kube.memory")
+store = pytest.importorskip("lahar.kube.store")
 
 
 class _Recording:

@@ -106,9 +106,9 @@ class Admission:
 def cluster_with_webhook_certs(tmp: Path, stack: contextlib.ExitStack) -> tuple[Any, Kubectl, Any, Path]:
     """A devcluster with Volcano's CRDs, Open `root` and `default` queues, and serving certificates for a webhook in
     `tmp/certs` (not yet registered); everything started is closed by `stack`."""
-    from devcluster.server import DevCluster
-    from kube import kubeconfig as kubeconfigs
-    from kube.rest import RestClient
+    from lahar.devcluster.server import DevCluster
+    from lahar.kube import kubeconfig as kubeconfigs
+    from lahar.kube.rest import RestClient
 
     cluster = DevCluster(tmp / "cluster", bookmark_interval=1.0).start()
     stack.callback(cluster.stop)
@@ -127,13 +127,13 @@ def cluster_with_webhook_certs(tmp: Path, stack: contextlib.ExitStack) -> tuple[
 
 @pytest.fixture(scope="module")
 def admission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Admission]:
-    pytest.importorskip("webhooks.app")
-    pytest.importorskip("webhooks.server")
-    from webhooks import app as webhook_app
-    from webhooks import lookups, server
+    pytest.importorskip("lahar.webhooks.app")
+    pytest.importorskip("lahar.webhooks.server")
+    from lahar.webhooks import app as webhook_app
+    from lahar.webhooks import lookups, server
 
     try:
-        from policies.admission import AdmissionConfig
+        from lahar.policies.admission import AdmissionConfig
         config: Any = AdmissionConfig()
     except ImportError:
         config = None

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("kubectl") is Non
 
 @pytest.fixture
 def kubectl(tmp_path: Path) -> Iterator[Any]:
-    from devcluster.server import DevCluster
+    from lahar.devcluster.server import DevCluster
 
     dc = DevCluster(tmp_path / "data").start()
     env = {**os.environ, "KUBECONFIG": str(dc.kubeconfig)}

@@ -55,7 +55,7 @@ class Kubectl:
 
 @pytest.fixture(scope="module")
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
-    from devcluster.runtime import Cluster
+    from lahar.devcluster.runtime import Cluster
 
     cluster = Cluster(data_dir=tmp_path_factory.mktemp("workloads") / "data", port=0, profile="cpu-small",
                       nodes=2).start()

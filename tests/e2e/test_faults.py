@@ -176,8 +176,8 @@ class Up:
         return out
 
     def client(self) -> Any:
-        from kube import kubeconfig
-        from kube.rest import RestClient
+        from lahar.kube import kubeconfig
+        from lahar.kube.rest import RestClient
 
         return RestClient(kubeconfig.load(str(self.kubeconfig)))
 
@@ -542,7 +542,7 @@ def test_scheduler_lease_lapses_soon_and_is_kept_while_held(redis_server: Any) -
     whose release was lost with Redis) lapses after `lease_ttl`, not a minute; a session longer than that renews it."""
     import redis
 
-    from scheduler.tasks import RedisLease, lease_ttl
+    from lahar.scheduler.tasks import RedisLease, lease_ttl
 
     assert lease_ttl(1.0) <= 10.0 and lease_ttl(4.0) == 20.0
     r = redis.Redis.from_url(redis_server.url)

@@ -85,7 +85,7 @@ class Live:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     from lahar.commands.webhook import live_admission
-    from webhooks import server
+    from lahar.webhooks import server
 
     if not CRDS.is_dir():
         pytest.skip("deploy/crds is absent")

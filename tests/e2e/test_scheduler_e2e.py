@@ -43,7 +43,7 @@ class Stack:
     """devcluster in-process; `lahar scheduler` and `lahar beat` as subprocesses against it and a real Redis."""
 
     def __init__(self, tmp: Path, redis_url: str) -> None:
-        from devcluster.runtime import Cluster
+        from lahar.devcluster.runtime import Cluster
 
         self.tmp = tmp
         self.cluster = Cluster(data_dir=tmp / "devcluster", port=0, profile="cpu-small", nodes=2).start()
@@ -54,7 +54,7 @@ class Stack:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def apply_crds(self) -> None:
-        from kube import errors
+        from lahar.kube import errors
 
         crd_rt = self.rt("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         for path in sorted(CRDS.glob("*.yaml")):
@@ -66,7 +66,7 @@ class Stack:
         wait_for("the PodGroup CRD to be served", lambda: self._served(pg_rt))
 
     def _served(self, rt: Any) -> bool:
-        from kube import errors
+        from lahar.kube import errors
 
         try:
             self.client.list(rt)
@@ -182,7 +182,7 @@ def test_gangs_all_or_nothing_with_beat_and_scheduler(stack: Stack) -> None:
                for c in (pg.get("status") or {}).get("conditions") or [])
 
     # One more node (4 CPUs): now 8 are free, and the whole gang binds.
-    from devcluster import nodes, profiles
+    from lahar.devcluster import nodes, profiles
 
     extra = [o for o in nodes.build(profiles.load("cpu-small"), 3) if o["metadata"]["name"] == "cpu-small-2"]
     nodes.publish(stack.client, extra)

@@ -17,13 +17,13 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 
-from certs import authority
-from devcluster.admission import WebhookAdmission
-from kube import errors, resources
+from lahar.certs import authority
+from lahar.devcluster.admission import WebhookAdmission
+from lahar.kube import errors, resources
 
 pytestmark = pytest.mark.integration
 
-store_mod = pytest.importorskip("kube.store")
+store_mod = pytest.importorskip("lahar.kube.store")
 
 
 def _b64(data: Any) -> str:

@@ -28,9 +28,9 @@ import pytest
 import uvicorn
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from certs import authority, bundles, rotation
-from certs.bundles import Action
-from kube.memory import MemoryClient
+from lahar.certs import authority, bundles, rotation
+from lahar.certs.bundles import Action
+from lahar.kube.memory import MemoryClient
 
 pytestmark = pytest.mark.integration
 

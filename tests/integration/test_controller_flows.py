@@ -111,7 +111,7 @@ def _rfc3339(t: dt.datetime) -> str:
 
 
 def test_cronjob_creates_its_job_on_schedule_and_prunes_history(stack: Stack) -> None:
-    from controllers import cronjobs
+    from lahar.controllers import cronjobs
 
     ns = stack.namespace()
     cj_rt = stack.rt("batch.volcano.sh", "v1alpha1", "cronjobs")

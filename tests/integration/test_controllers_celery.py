@@ -47,7 +47,7 @@ class FakeScheduler:
         self.pod_rt = r.get("", "v1", "pods")
 
     def _loop(self) -> None:
-        from kube import errors
+        from lahar.kube import errors
 
         while not self.stop.wait(0.1):
             try:
@@ -79,7 +79,7 @@ class FakeScheduler:
 
 class Stack:
     def __init__(self, tmp: Path, redis_server: Any) -> None:
-        from devcluster import runtime
+        from lahar.devcluster import runtime
 
         self.tmp = tmp
         self.redis_server = redis_server
@@ -112,7 +112,7 @@ class Stack:
                     self.start(name, *self._args[name])
 
     def _install_crds(self) -> None:
-        from kube import errors
+        from lahar.kube import errors
 
         crd_rt = self.client.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         for path in sorted(CRDS.glob("*.yaml")):
@@ -252,7 +252,7 @@ def test_job_runs_then_completes(stack: Stack) -> None:
 
 
 def test_pod_failure_restarts_the_job_which_then_completes(stack: Stack) -> None:
-    from kube import errors
+    from lahar.kube import errors
 
     ns = stack.namespace()
     tasks = {"worker": 2}

@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from devcluster import protobuf, tables
-from devcluster.server import DevCluster, parse_resource_path
-from kube import kubeconfig, store
+from lahar.devcluster import protobuf, tables
+from lahar.devcluster.server import DevCluster, parse_resource_path
+from lahar.kube import kubeconfig, store
 
 pytestmark = pytest.mark.integration
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube import kubeconfig
-from kube.rest import RestClient
-from scheduler.framework import conf as confs
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_once
+from lahar.kube import kubeconfig
+from lahar.kube.rest import RestClient
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_once
 from tests.support import install_crds
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ tiers:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, RestClient]]:
-    from devcluster.runtime import Cluster
+    from lahar.devcluster.runtime import Cluster
 
     c = Cluster(data_dir=tmp_path_factory.mktemp("sched") / "data", port=0, profile="cpu-small", nodes=2).start()
     client = RestClient(kubeconfig.load(str(c.kubeconfig)))
@@ -108,7 +108,7 @@ def test_gang_of_8_all_or_nothing(cluster: tuple[object, RestClient]) -> None:
 def test_redis_lease_one_session_cluster_wide(redis_server) -> None:  # noqa: ANN001
     import redis
 
-    from scheduler.tasks import RedisLease
+    from lahar.scheduler.tasks import RedisLease
 
     r = redis.Redis.from_url(redis_server.url)
     try:

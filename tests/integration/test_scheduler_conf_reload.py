@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kube import kubeconfig
-from kube.rest import RestClient
-from scheduler.cache import ConfSource
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_once
+from lahar.kube import kubeconfig
+from lahar.kube.rest import RestClient
+from lahar.scheduler.cache import ConfSource
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_once
 from tests.support import install_crds
 
 pytestmark = [pytest.mark.integration,
@@ -70,7 +70,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    from devcluster.runtime import Cluster
+    from lahar.devcluster.runtime import Cluster
 
     tmp = tmp_path_factory.mktemp("sched-conf")
     c = Cluster(data_dir=tmp / "data", port=0, profile="cpu-small", nodes=1).start()

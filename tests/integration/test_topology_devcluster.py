@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kube import errors, kubeconfig
-from kube.resources import in_tree
-from kube.rest import RestClient
-from scheduler.framework import conf as confs
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_once
+from lahar.kube import errors, kubeconfig
+from lahar.kube.resources import in_tree
+from lahar.kube.rest import RestClient
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_once
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def _wait(fn: Any, timeout: float = 20.0) -> Any:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestClient]:
-    from devcluster.runtime import Cluster
+    from lahar.devcluster.runtime import Cluster
 
     c = Cluster(data_dir=tmp_path_factory.mktemp("topo") / "data", port=0, profile="dgx-h100", nodes=4,
                 republish_interval=0.2).start()

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kube import errors, kubeconfig
-from kube.rest import RestClient
 from lahar.cli import app
+from lahar.kube import errors, kubeconfig
+from lahar.kube.rest import RestClient
 
 pytestmark = pytest.mark.integration
 
@@ -60,8 +60,8 @@ def lahar(live: Any, *args: str) -> Any:
 
 
 def test_job_and_queue_commands_over_https(live_devcluster: Any, rest: RestClient) -> None:
-    from controllers import commands, queues
-    from controllers.context import Context
+    from lahar.controllers import commands, queues
+    from lahar.controllers.context import Context
 
     suffix = uuid.uuid4().hex[:6]
     ns, queue = f"vc-{suffix}", f"q-{suffix}"

@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from certs import authority
+from lahar.certs import authority
+from lahar.webhooks import review
+from lahar.webhooks.app import create_app
+from lahar.webhooks.lookups import StaticLookups
+from lahar.webhooks.server import WebhookServer
 from tests.support import free_port as _free_port
-from webhooks import review
-from webhooks.app import create_app
-from webhooks.lookups import StaticLookups
-from webhooks.server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

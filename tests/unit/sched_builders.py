@@ -11,11 +11,11 @@ from typing import Any
 
 import yaml
 
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Decisions
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_session
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Decisions
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_session
 
 __all__ = ["ALLOCATE_CONF", "node", "pod", "podgroup", "priority_class", "queue", "run", "tiers_conf"]
 

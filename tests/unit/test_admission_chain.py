@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from devcluster import admission
-from devcluster.admission import AdmissionCall
-from kube import errors
+from lahar.devcluster import admission
+from lahar.devcluster.admission import AdmissionCall
+from lahar.kube import errors
 
 POD = AdmissionCall(operation="CREATE", group="", version="v1", resource="pods", namespace="default", name="p1",
                     kind=("", "v1", "Pod"), obj={"apiVersion": "v1", "kind": "Pod",
@@ -251,7 +251,7 @@ def test_review_fields(call, fields, options):
 def test_namespace_object_review_carries_its_own_name_as_namespace():
     class Attrs:
         operation, subresource, namespace, name, old_obj, options = "CREATE", None, None, "team-a", None, None
-        rt = next(r for r in __import__("kube.resources", fromlist=["core"]).core() if r.plural == "namespaces")
+        rt = next(r for r in __import__("lahar.kube.resources", fromlist=["core"]).core() if r.plural == "namespaces")
         obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
         request = None
 

@@ -9,8 +9,8 @@ import pydantic
 import pytest
 import yaml
 
-from policies import AdmissionConfig
-from policies.admission import GPUModel, MIGProfile, PairingMode
+from lahar.policies import AdmissionConfig
+from lahar.policies.admission import GPUModel, MIGProfile, PairingMode
 
 EXAMPLES = Path(__file__).resolve().parents[2] / ".." / "shared" / "volcano-examples"
 

@@ -9,11 +9,11 @@ import warnings
 
 import pytest
 
-from policies.admission import AdmissionConfig, DeviceConfig, PairingMode, RDMAConfig
-from webhooks import _jobs_rules as rules
-from webhooks import _k8svalidation as k8s
-from webhooks import devices
-from webhooks.lookups import StaticLookups
+from lahar.policies.admission import AdmissionConfig, DeviceConfig, PairingMode, RDMAConfig
+from lahar.webhooks import _jobs_rules as rules
+from lahar.webhooks import _k8svalidation as k8s
+from lahar.webhooks import devices
+from lahar.webhooks.lookups import StaticLookups
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

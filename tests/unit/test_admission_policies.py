@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from policies import admission_policies as ap
-from policies.errors import ConfigError
+from lahar.policies import admission_policies as ap
+from lahar.policies.errors import ConfigError
 
 RULE = {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
         "resources": ["jobs"]}

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from lahar.cli import app
-from webhooks import review
+from lahar.webhooks import review
 
 EXAMPLES = Path(__file__).resolve().parents[2] / ".." / "shared" / "volcano-examples"
 

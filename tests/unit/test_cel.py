@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies import cel
+from lahar.policies import cel
 
 JOB = {
     "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies import cel
+from lahar.policies import cel
 
 JOB = {
     "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from certs import authority, bundles, rotation
-from certs.bundles import Action, Material
-from kube import errors
-from kube.memory import MemoryClient
+from lahar.certs import authority, bundles, rotation
+from lahar.certs.bundles import Action, Material
+from lahar.kube import errors
+from lahar.kube.memory import MemoryClient
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOKS = ROOT / "deploy" / "webhooks"
@@ -223,7 +223,7 @@ POD_MATCHES = [
                          ids=[f"{n}-{s}-{ns}" for n, s, ns, _ in POD_MATCHES])
 def test_pod_webhooks_only_see_pods_for_lahars_schedulers(names: list[str] | None, scheduler: str | None,
                                                           namespace: str, reaches: bool) -> None:
-    from devcluster import admission
+    from lahar.devcluster import admission
 
     for config in bundles.load_templates(WEBHOOKS):
         rendered = bundles.render(config, ca_bundle=b"pem", scheduler_names=names)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kube.memory import MemoryClient
-from policies import loading, metrics
-from policies.admission import AdmissionConfig
-from policies.errors import ConfigError
+from lahar.kube.memory import MemoryClient
+from lahar.policies import loading, metrics
+from lahar.policies.admission import AdmissionConfig
+from lahar.policies.errors import ConfigError
 
 NS = "lahar-system"
 

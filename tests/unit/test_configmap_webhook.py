@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from certs import bundles
-from policies import loading
-from policies.admission import AdmissionConfig
-from webhooks import configmaps, review
-from webhooks.app import create_app
-from webhooks.lookups import StaticLookups
+from lahar.certs import bundles
+from lahar.policies import loading
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import configmaps, review
+from lahar.webhooks.app import create_app
+from lahar.webhooks.lookups import StaticLookups
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -144,7 +144,7 @@ REACHES = [
 
 @pytest.mark.parametrize(("configmap", "namespace", "reaches"), [c[1:] for c in REACHES], ids=[c[0] for c in REACHES])
 def test_registration_reaches_only_lahars_configmaps(configmap: dict, namespace: str, reaches: bool) -> None:
-    from devcluster import admission as dc
+    from lahar.devcluster import admission as dc
 
     hook = _configmap_hook(namespace)
     assert hook["clientConfig"]["caBundle"] and hook["failurePolicy"] == "Ignore"

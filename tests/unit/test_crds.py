@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kube import schemas
+from lahar.kube import schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"

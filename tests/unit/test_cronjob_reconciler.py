@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from controllers import cronjobs
-from controllers.context import Context, PermanentError
-from kube import cron as _cron
-from kube import resources
-from kube.memory import MemoryClient
-from kube.resources import Registry
-from kube.store import Store
+from lahar.controllers import cronjobs
+from lahar.controllers.context import Context, PermanentError
+from lahar.kube import cron as _cron
+from lahar.kube import resources
+from lahar.kube.memory import MemoryClient
+from lahar.kube.resources import Registry
+from lahar.kube.store import Store
 
 T0 = dt.datetime(2025, 3, 3, 10, 0, 0, tzinfo=dt.UTC)  # a Monday
 NS = "default"

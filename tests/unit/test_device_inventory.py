@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from devcluster import nodes, profiles
-from scheduler.devices import inventory as inv
-from scheduler.devices.inventory import MIGPlacement
+from lahar.devcluster import nodes, profiles
+from lahar.scheduler.devices import inventory as inv
+from lahar.scheduler.devices.inventory import MIGPlacement
 
 
 def _by_node(objects: list[dict[str, Any]]) -> dict[str, inv.NodeInventory]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.devices import requests
+from lahar.scheduler.devices import requests
 
 
 def pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (), annotations: dict[str, str] | None = None,

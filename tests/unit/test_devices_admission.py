@@ -8,8 +8,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from policies.admission import AdmissionConfig, DeviceConfig, MIGConfig, PairingMode, RDMAConfig, VGPUConfig
-from webhooks import devices
+from lahar.policies.admission import AdmissionConfig, DeviceConfig, MIGConfig, PairingMode, RDMAConfig, VGPUConfig
+from lahar.webhooks import devices
 
 CFG = AdmissionConfig()
 V = "volcano.sh/vgpu-"

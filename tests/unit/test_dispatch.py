@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from controllers import dispatch
-from controllers.dispatch import ADDED, DELETED, MODIFIED, RESYNC, Work
-from controllers.workqueue import Key
+from lahar.controllers import dispatch
+from lahar.controllers.dispatch import ADDED, DELETED, MODIFIED, RESYNC, Work
+from lahar.controllers.workqueue import Key
 
 JOB_KEY = Key("Job", "ns", "j")
 

@@ -28,10 +28,10 @@ from pydantic_core import PydanticUndefined
 from typer.testing import CliRunner
 
 from lahar.cli import app
+from lahar.policies.admission import AdmissionConfig
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.registry import in_tree_registry
 from lahar.settings import Settings
-from policies.admission import AdmissionConfig
-from scheduler.framework import conf as confs
-from scheduler.registry import in_tree_registry
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube import durations
+from lahar.kube import durations
 
 PARSE = [
     ("seconds", "90s", 90.0),

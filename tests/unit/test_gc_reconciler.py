@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from controllers import gc
-from controllers.context import Context
-from kube import resources
-from kube.memory import MemoryClient
-from kube.resources import Registry
-from kube.store import Store
+from lahar.controllers import gc
+from lahar.controllers.context import Context
+from lahar.kube import resources
+from lahar.kube.memory import MemoryClient
+from lahar.kube.resources import Registry
+from lahar.kube.store import Store
 
 T0 = dt.datetime(2025, 1, 1, 12, 0, tzinfo=dt.UTC)
 NS = "default"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.devices.gpu import allocate, link_score, links_from_annotation, pair_scores, set_score
+from lahar.scheduler.devices.gpu import allocate, link_score, links_from_annotation, pair_scores, set_score
 
 
 def _links(nvlinks: dict[tuple[int, int], int], pcie: dict[tuple[int, int], str], gpus: int,
@@ -133,7 +133,7 @@ def test_pair_scores_need_bidirectional_links():
 
 
 def test_links_from_devcluster_annotation():
-    from devcluster import nodes, profiles
+    from lahar.devcluster import nodes, profiles
 
     found = {}
     for obj in nodes.build(profiles.load("mixed")):

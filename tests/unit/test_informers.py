@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from kube import errors, informers
-from kube.client import Obj
-from kube.resources import core
+from lahar.kube import errors, informers
+from lahar.kube.client import Obj
+from lahar.kube.resources import core
 
-memory = pytest.importorskip("kube.memory")
-store = pytest.importorskip("kube.store")
+memory = pytest.importorskip("lahar.kube.memory")
+store = pytest.importorskip("lahar.kube.store")
 
 _TYPES = {rt.plural: rt for rt in core() if rt.group == ""}
 CM = _TYPES["configmaps"]

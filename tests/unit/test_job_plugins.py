@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from controllers import _job_pods, jobplugins
-from controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
-from kube.memory import MemoryClient
+from lahar.controllers import _job_pods, jobplugins
+from lahar.controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
+from lahar.kube.memory import MemoryClient
 
 
 def job(*tasks: tuple[str, int], name: str = "tj", plugins: dict[str, list[str]] | None = None) -> dict[str, Any]:

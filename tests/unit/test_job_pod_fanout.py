@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from controllers import _fanout, jobs
-from controllers.context import Context, TemporaryError
-from kube import errors
-from kube.memory import MemoryClient
+from lahar.controllers import _fanout, jobs
+from lahar.controllers.context import Context, TemporaryError
+from lahar.kube import errors
+from lahar.kube.memory import MemoryClient
 from tests.unit.test_job_reconciler import NS, World, vcjob, worker_task
 
 
@@ -256,7 +256,7 @@ def test_rest_client_refreshes_credentials_one_thread_at_a_time() -> None:
     threads must not run it side by side."""
     from kubernetes import client as k8s_client
 
-    from kube.rest import RestClient
+    from lahar.kube.rest import RestClient
 
     gate = Gate(expect=2, total=8, timeout=0.2)  # would see 2 in flight if the hook were not serialized
 

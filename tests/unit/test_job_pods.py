@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controllers import _job_pods as jp
+from lahar.controllers import _job_pods as jp
 
 
 def task(name: str, replicas: int, cpu: str = "1", min_available: int | None = None, pc: str = "",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controllers import _job_policies as pol
+from lahar.controllers import _job_policies as pol
 
 
 def job(policies: list[dict[str, Any]] | None = None, task_policies: list[dict[str, Any]] | None = None,

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controllers import jobs
-from controllers.context import Context, MemoryInbox, MemoryTimers, PermanentError
-from kube import errors
-from kube.memory import MemoryClient
-from kube.store import Store
+from lahar.controllers import jobs
+from lahar.controllers.context import Context, MemoryInbox, MemoryTimers, PermanentError
+from lahar.kube import errors
+from lahar.kube.memory import MemoryClient
+from lahar.kube.store import Store
 
 NS = "default"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controllers import _job_state as st
-from controllers._job_state import RETAIN_NONE, RETAIN_SOFT, Counts, Facts, Op
+from lahar.controllers import _job_state as st
+from lahar.controllers._job_state import RETAIN_NONE, RETAIN_SOFT, Counts, Facts, Op
 
 USER_ACTIONS = ["AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob",
                 "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob"]

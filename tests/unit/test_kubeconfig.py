@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube import kubeconfig
+from lahar.kube import kubeconfig
 
 
 def _write_kubeconfig(path: Path, server: str, token: str = "t0k") -> Path:

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from devcluster import kubelet
-from devcluster.kubelet import SimulatedKubelets
-from kube import errors, resources
-from kube.memory import MemoryClient
-from kube.store import Store
+from lahar.devcluster import kubelet
+from lahar.devcluster.kubelet import SimulatedKubelets
+from lahar.kube import errors, resources
+from lahar.kube.memory import MemoryClient
+from lahar.kube.store import Store
 
 RT = {rt.plural: rt for rt in resources.core()}
 PODS, NODES, LEASES = RT["pods"], RT["nodes"], RT["leases"]
@@ -228,7 +228,7 @@ def test_threads_drive_pods_and_stop_cleanly(client):
 
 
 def test_registers_profile_nodes_and_uses_their_pod_cidr(client, clock):
-    from devcluster import nodes, profiles
+    from lahar.devcluster import nodes, profiles
 
     built = [o for o in nodes.build(profiles.load("cpu-small"), 2) if o["kind"] == "Node"]
     kubelets = SimulatedKubelets(client, nodes.node_names(built), clock=clock, nodes=built)

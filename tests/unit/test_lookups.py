@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from kube import errors, resources
-from kube.memory import MemoryClient
-from webhooks.lookups import InformerLookups, Lookups, StaticLookups
+from lahar.kube import errors, resources
+from lahar.kube.memory import MemoryClient
+from lahar.webhooks.lookups import InformerLookups, Lookups, StaticLookups
 
 REG = resources.in_tree()
 QUEUES = REG.get("scheduling.volcano.sh", "v1beta1", "queues")

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from kube import client, errors, resources, store
-from kube.memory import MemoryClient
+from lahar.kube import client, errors, resources, store
+from lahar.kube.memory import MemoryClient
 
 REG = resources.in_tree()
 PODS = REG.get("", "v1", "pods")
@@ -117,7 +117,7 @@ def test_watch_gone(c: MemoryClient) -> None:
 
 
 def test_unknown_fields_are_dropped_with_warn_default() -> None:
-    schemas = pytest.importorskip("kube.schemas")
+    schemas = pytest.importorskip("lahar.kube.schemas")
     del schemas
     cl = MemoryClient()
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from devcluster import nodes, profiles
-from scheduler.devices import inventory as inv
-from scheduler.devices import mig
-from scheduler.devices.inventory import MIGPlacement, Usage, VGPUCard
-from scheduler.devices.requests import GPUFilters, MIGRequest, VGPUPodRequest, VGPURequest
+from lahar.devcluster import nodes, profiles
+from lahar.scheduler.devices import inventory as inv
+from lahar.scheduler.devices import mig
+from lahar.scheduler.devices.inventory import MIGPlacement, Usage, VGPUCard
+from lahar.scheduler.devices.requests import GPUFilters, MIGRequest, VGPUPodRequest, VGPURequest
 
 A100_40 = "NVIDIA A100-SXM4-40GB"
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from kube import models, quantity, resources
-from kube.models import (
+from lahar.kube import models, quantity, resources
+from lahar.kube.models import (
     KINDS,
     Action,
     Command,

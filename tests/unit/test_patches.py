@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from kube import errors, patches
+from lahar.kube import errors, patches
 
 # --- RFC 7386 appendix A -----------------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kube.memory import MemoryClient
 from lahar.cli import app
+from lahar.kube.memory import MemoryClient
 
 RULE = {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["jobs"]}
 

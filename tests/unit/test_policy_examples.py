@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from lahar.cli import app
-from policies import admission_policies as ap
-from policies import loading
+from lahar.policies import admission_policies as ap
+from lahar.policies import loading
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 

@@ -11,14 +11,14 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from kube.memory import MemoryClient
-from policies import metrics as policy_metrics
-from policies.admission import AdmissionConfig
-from policies.admission_policies import parse_policies
-from webhooks import policystage, review, routes
-from webhooks.app import create_app, update_admission
-from webhooks.lookups import StaticLookups
-from webhooks.review import Verdict
+from lahar.kube.memory import MemoryClient
+from lahar.policies import metrics as policy_metrics
+from lahar.policies.admission import AdmissionConfig
+from lahar.policies.admission_policies import parse_policies
+from lahar.webhooks import policystage, review, routes
+from lahar.webhooks.app import create_app, update_admission
+from lahar.webhooks.lookups import StaticLookups
+from lahar.webhooks.review import Verdict
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

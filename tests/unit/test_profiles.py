@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from devcluster import nodes, profiles
-from kube import resources
-from kube.memory import MemoryClient
+from lahar.devcluster import nodes, profiles
+from lahar.kube import resources
+from lahar.kube.memory import MemoryClient
 
 
 def by(objects, kind, name):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube import quantity
-from kube.quantity import ERR_FORMAT_WRONG, ERR_NUMERIC, ERR_SUFFIX, Format, Quantity, QuantityError, parse
+from lahar.kube import quantity
+from lahar.kube.quantity import ERR_FORMAT_WRONG, ERR_NUMERIC, ERR_SUFFIX, Format, Quantity, QuantityError, parse
 
 D, B, X = Format.DECIMAL_SI, Format.BINARY_SI, Format.DECIMAL_EXPONENT
 MAX_INT64 = 2**63 - 1

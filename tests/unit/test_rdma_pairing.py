@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from devcluster import nodes, profiles
-from scheduler.devices import inventory as inv
-from scheduler.devices import rdma
-from scheduler.devices.inventory import GPU, VF, RDMANic, Usage
-from scheduler.devices.requests import RDMARequest
+from lahar.devcluster import nodes, profiles
+from lahar.scheduler.devices import inventory as inv
+from lahar.scheduler.devices import rdma
+from lahar.scheduler.devices.inventory import GPU, VF, RDMANic, Usage
+from lahar.scheduler.devices.requests import RDMARequest
 
 VFS8 = RDMARequest(vfs=8, vf_resource="nvidia.com/rdma_vf")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kube import errors, resources
+from lahar.kube import errors, resources
 
 
 @pytest.mark.parametrize(

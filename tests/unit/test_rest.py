@@ -6,7 +6,7 @@ import orjson
 import pytest
 from kubernetes import client as k8s_client
 
-from kube import errors, rest
+from lahar.kube import errors, rest
 
 
 def _status(code: int, reason: str, message: str) -> bytes:
@@ -79,7 +79,7 @@ def test_watch_sends_a_connect_and_read_timeout_the_official_client_applies(seco
     a watch must not end up without a read timeout."""
     import urllib3
 
-    from kube.resources import in_tree
+    from lahar.kube.resources import in_tree
 
     cfg = k8s_client.Configuration()
     cfg.host = "https://127.0.0.1:1"

@@ -9,8 +9,8 @@ import json
 import orjson
 import pytest
 
-from webhooks import review
-from webhooks.review import Request, ReviewError, Verdict
+from lahar.webhooks import review
+from lahar.webhooks.review import Request, ReviewError, Verdict
 
 JOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
        "metadata": {"name": "j1", "namespace": "team-a"}, "spec": {"tasks": []}}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube import quantity
+from lahar.kube import quantity
 from tests.unit.sched_builders import node, pod, podgroup, queue, run, tiers_conf
 
 CASES: list[dict[str, Any]] = [

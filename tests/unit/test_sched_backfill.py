@@ -37,11 +37,11 @@ def test_pick_up_pending_tasks_order_upstream() -> None:
     """TestPickUpPendingTasks: two Inqueue jobs in q1 (job priority 1 and 2, min 1, minTaskMember {"": 3}); BestEffort
     and 500m tasks at task priorities 1..4, the even ones pipelined first. Backfill un-pipelines the BestEffort ones
     and picks BestEffort tasks only: higher-priority job first, then higher task priority first."""
-    from scheduler.actions.backfill import Backfill
-    from scheduler.framework import conf as confs
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.framework.session import Session
-    from scheduler.registry import in_tree_registry
+    from lahar.scheduler.actions.backfill import Backfill
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.framework.session import Session
+    from lahar.scheduler.registry import in_tree_registry
     from tests.unit.sched_builders import priority_class
 
     def task(job: str, kind: str, prio: int) -> pod:
@@ -72,10 +72,10 @@ def test_pick_up_pending_tasks_order_upstream() -> None:
     "NodeOrder hook has no error result, so a failing scorer raises out of the session"))
 def test_scoring_failure_skips_task_upstream() -> None:
     """TestBackfillSkipsTaskWhenNoBestNode: one BestEffort pod, two nodes, the only node-order plugin fails."""
-    from scheduler.framework import conf as confs
-    from scheduler.framework import snapshot as snapshots
-    from scheduler.registry import in_tree_registry
-    from scheduler.session import run_session
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.registry import in_tree_registry
+    from lahar.scheduler.session import run_session
 
     class FailingScorer:
         name = "batch-node-order-err"

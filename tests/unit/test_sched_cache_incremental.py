@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube.memory import MemoryClient
-from scheduler.cache import SchedulerCache
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.incremental import KINDS, SnapshotInputs
-from scheduler.registry import in_tree_registry
-from scheduler.session import list_objects, run_session
+from lahar.kube.memory import MemoryClient
+from lahar.scheduler.cache import SchedulerCache
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.incremental import KINDS, SnapshotInputs
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import list_objects, run_session
 
 CONF = """
 actions: "enqueue, allocate, preempt, reclaim, backfill"

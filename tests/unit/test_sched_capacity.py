@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.plugins import capacity
+from lahar.scheduler.plugins import capacity
 from tests.unit.sched_builders import node, pod, podgroup, queue, run, tiers_conf
 
 # As upstream's tiers: gang only says who is starving (its reclaim vote is off).

@@ -7,8 +7,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from scheduler.framework import conf as confs
-from scheduler.registry import in_tree_registry
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.registry import in_tree_registry
 
 REG = in_tree_registry()
 KNOWN = dict(actions=REG.action_names, plugins=REG.plugin_names)

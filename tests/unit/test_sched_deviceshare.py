@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from devcluster import nodes as dnodes
-from devcluster import profiles
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Session
-from scheduler.framework.statement import Statement
-from scheduler.plugins.deviceshare import DevicePlan, DeviceShare
-from scheduler.plugins.numaaware import placement
-from scheduler.registry import in_tree_registry
-from scheduler.topology import hints
+from lahar.devcluster import nodes as dnodes
+from lahar.devcluster import profiles
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.statement import Statement
+from lahar.scheduler.plugins.deviceshare import DevicePlan, DeviceShare
+from lahar.scheduler.plugins.numaaware import placement
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.topology import hints
 from tests.unit.sched_builders import pod, podgroup, queue, tiers_conf
 
 JOINT = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
@@ -283,7 +283,7 @@ def test_plan_is_plain_data() -> None:
 
 
 def test_simulate_reports_explain_for_pending_pods() -> None:
-    from scheduler.simulate import simulate
+    from lahar.scheduler.simulate import simulate
 
     objs = _objs("dgx-h100", 1)
     pg = podgroup("pg1").min(2).build()
@@ -307,12 +307,12 @@ def test_simulate_reports_explain_for_pending_pods() -> None:
 
 def _card(uuid: str, numa: int | None, *, mode: str = "hami-core", count: int = 4, memory: int = 16000,
           typ: str = "A100", healthy: bool = True) -> Any:
-    from scheduler.devices.inventory import VGPUCard
+    from lahar.scheduler.devices.inventory import VGPUCard
     return VGPUCard("volcano", uuid, int(uuid[1:]), count, memory, 100, typ, numa, mode, healthy)
 
 
 def _vreq(count: int, memory: int = 1000, cores: int = 0, *, use_types: tuple[str, ...] = ()) -> Any:
-    from scheduler.devices.requests import GPUFilters, VGPUPodRequest, VGPURequest
+    from lahar.scheduler.devices.requests import GPUFilters, VGPUPodRequest, VGPURequest
     return VGPUPodRequest("volcano", (VGPURequest(0, "main", "volcano", count, memory, None, cores),),
                           GPUFilters(use_types=use_types, vendor="volcano"))
 
@@ -343,8 +343,8 @@ VGPU_HINT_CASES = [
                          ids=[c[0] for c in VGPU_HINT_CASES])
 def test_vgpu_hints_table(cards: list[tuple[str, int | None]], used: dict[str, tuple[int, int, int]],
                           request_: tuple[int, int, int], expected: Any) -> None:
-    from scheduler.devices.inventory import CardUsage, Usage
-    from scheduler.plugins.deviceshare import vgpu_hints
+    from lahar.scheduler.devices.inventory import CardUsage, Usage
+    from lahar.scheduler.plugins.deviceshare import vgpu_hints
     usage = Usage(cards={u: CardUsage(n, m, c) for u, (n, m, c) in used.items()})
     got = vgpu_hints(_vreq(*request_), [_card(u, n) for u, n in cards], usage, [0, 1])
     assert list(got) == ["volcano/vgpu/main"]
@@ -352,8 +352,8 @@ def test_vgpu_hints_table(cards: list[tuple[str, int | None]], used: dict[str, t
 
 
 def test_vgpu_hints_respect_type_filters_and_health() -> None:
-    from scheduler.devices.inventory import Usage
-    from scheduler.plugins.deviceshare import vgpu_hints
+    from lahar.scheduler.devices.inventory import Usage
+    from lahar.scheduler.plugins.deviceshare import vgpu_hints
     cards = [_card("g0", 0, typ="T4"), _card("g1", 1), _card("g2", 0, healthy=False)]
     got = vgpu_hints(_vreq(1, use_types=("A100",)), cards, Usage(), [0, 1])
     assert _hints_txt(got["volcano/vgpu/main"]) == [([1], True), ([0, 1], False)]
@@ -362,8 +362,8 @@ def test_vgpu_hints_respect_type_filters_and_health() -> None:
 def test_dynamic_mig_hints_offer_the_numa_nodes_of_mig_cards() -> None:
     import dataclasses
 
-    from scheduler.devices.inventory import Usage
-    from scheduler.plugins.deviceshare import vgpu_hints
+    from lahar.scheduler.devices.inventory import Usage
+    from lahar.scheduler.plugins.deviceshare import vgpu_hints
     cards = [dataclasses.replace(_card("g0", 0, mode="mig", memory=81920, typ="NVIDIA-H100-80GB-HBM3"),
                                  vendor="hami"),
              dataclasses.replace(_card("g1", 1, memory=81920), vendor="hami")]  # not in MIG mode

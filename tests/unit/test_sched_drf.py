@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kube import quantity
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.plugins import drf
-from scheduler.session import run_session
+from lahar.kube import quantity
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.plugins import drf
+from lahar.scheduler.session import run_session
 from tests.unit.sched_builders import node, pod, podgroup, queue, run, tiers_conf
 
 HDRF = tiers_conf("allocate", [{"name": "drf", "enableHierarchy": True}])
@@ -176,8 +176,8 @@ def test_preemptable_is_cumulative_per_job() -> None:
     pods.append(pod("l1").req("1", "1G").group("pg2").build())
     snap = snapshots.build(pods=pods, nodes=nodes, queues=[queue("c1").build()],
                            podgroups=[podgroup("pg1").phase("Running").build(), podgroup("pg2").build()])
-    from scheduler.framework.session import Session
-    from scheduler.registry import in_tree_registry
+    from lahar.scheduler.framework.session import Session
+    from lahar.scheduler.registry import in_tree_registry
     reg = in_tree_registry()
     ssn = Session(snap, confs.load(tiers_conf("allocate", ["drf"])), reg)
     plugin = ssn.plugins["drf"]

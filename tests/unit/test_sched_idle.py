@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework import conf as confs
-from scheduler.framework import hooks
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Decisions, Session, _implements
-from scheduler.incremental import KINDS, SnapshotInputs
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_session
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import hooks
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Decisions, Session, _implements
+from lahar.scheduler.incremental import KINDS, SnapshotInputs
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_session
 from tests.unit.test_sched_cache_incremental import (
     CONF,
     REGISTRY,

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import generate_latest
 
-from scheduler.metrics import SchedulerMetrics
+from lahar.scheduler.metrics import SchedulerMetrics
 from tests.unit.sched_builders import node, pod, podgroup, priority_class, queue, run, tiers_conf
 
 CONF = tiers_conf("enqueue, allocate, preempt, reclaim, backfill", ["priority", "gang", "conformance"],

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Session
-from scheduler.plugins import nodeorder
-from scheduler.registry import in_tree_registry
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.plugins import nodeorder
+from lahar.scheduler.registry import in_tree_registry
 from tests.unit.sched_builders import node, pod, podgroup, queue, run, tiers_conf
 from tests.unit.test_sched_predicates import ZONE, ZONES, existing, spread, term, zoned
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from devcluster import nodes as dnodes
-from devcluster import profiles
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Session
-from scheduler.plugins.numaaware import (
+from lahar.devcluster import nodes as dnodes
+from lahar.devcluster import profiles
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.plugins.numaaware import (
     NUMA_MEMORY_ANNOTATION,
     Placement,
     container_memory_requests,
@@ -24,8 +24,8 @@ from scheduler.plugins.numaaware import (
     placement,
     take_memory,
 )
-from scheduler.registry import in_tree_registry
-from scheduler.topology import hints
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.topology import hints
 from tests.unit.sched_builders import guaranteed_pod as gpod
 from tests.unit.sched_builders import node, pod, podgroup, queue, tiers_conf
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Session
-from scheduler.plugins import numaaware
-from scheduler.plugins.numaaware import (
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.plugins import numaaware
+from lahar.scheduler.plugins.numaaware import (
     NodeTopology,
     container_cpu_requests,
     decision_annotation,
@@ -24,9 +24,9 @@ from scheduler.plugins.numaaware import (
     placement,
     take_cpus,
 )
-from scheduler.registry import in_tree_registry
-from scheduler.session import run_session
-from scheduler.topology import TopologyHint, hints
+from lahar.scheduler.registry import in_tree_registry
+from lahar.scheduler.session import run_session
+from lahar.scheduler.topology import TopologyHint, hints
 from tests.unit.sched_builders import guaranteed_pod as gpod
 from tests.unit.sched_builders import node, podgroup, queue, tiers_conf
 
@@ -270,7 +270,7 @@ def test_explain_lists_providers_merged_hint_and_reason() -> None:
 
 
 def test_plugin_registered_and_satisfies_its_hooks() -> None:
-    from scheduler.framework import hooks
+    from lahar.scheduler.framework import hooks
 
     p = in_tree_registry().plugin("numa-aware", {"weight": 2})
     assert isinstance(p, numaaware.NumaAware) and p.weight == 2
@@ -304,7 +304,7 @@ GROUP_CASES = [
 def test_group_is_np_unique_without_the_sort(values: list[int]) -> None:
     import numpy as np
 
-    from scheduler.plugins.numaaware import _group
+    from lahar.scheduler.plugins.numaaware import _group
     arr = np.array(values, dtype=np.int64)
     first, inverse = _group(arr)
     classes = np.unique(arr)
@@ -314,7 +314,7 @@ def test_group_is_np_unique_without_the_sort(values: list[int]) -> None:
 
 
 def test_cached_reuses_by_resource_version_and_recomputes_without_one() -> None:
-    from scheduler.plugins.numaaware import cached
+    from lahar.scheduler.plugins.numaaware import cached
     calls: list[int] = []
 
     def compute() -> int:
@@ -338,7 +338,7 @@ def test_cached_reuses_by_resource_version_and_recomputes_without_one() -> None:
 ])
 def test_nodes_of_one_shape_share_a_class_across_sessions_with_resource_versions(annotations: dict[str, str],
                                                                                  classes: int) -> None:
-    from scheduler.plugins.numaaware import Placement
+    from lahar.scheduler.plugins.numaaware import Placement
     nodes = [node(f"n{i}").alloc("8", "16Gi") for i in range(3)]
     topos = [numatopo(f"n{i}") for i in range(3)]
     for i, o in enumerate([*(n.obj for n in nodes), *topos]):

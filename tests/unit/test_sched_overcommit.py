@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.plugins import overcommit
+from lahar.scheduler.plugins import overcommit
 from tests.unit.sched_builders import node, pod, podgroup, queue, run, tiers_conf
 
 NODES = [node("n1").alloc("2", "4Gi", **{"ephemeral-storage": "32Gi", "nvidia.com/gpu": "8"}),
@@ -79,8 +79,8 @@ def test_enqueue(case: dict[str, Any]) -> None:
 
 def test_volcano_default_conf_runs_with_every_plugin() -> None:
     """DefaultSchedulerConf lists overcommit and drf: with them registered, nothing is filtered out."""
-    from scheduler.framework import conf as confs
-    from scheduler.registry import in_tree_registry
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.registry import in_tree_registry
 
     reg = in_tree_registry()
     full = confs.default_conf()

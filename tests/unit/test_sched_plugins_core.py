@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.framework.hooks import Vote
-from scheduler.framework.snapshot import Node
-from scheduler.plugins import nodeorder, predicates
-from scheduler.plugins.proportion import QueueAttr, water_fill
+from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.snapshot import Node
+from lahar.scheduler.plugins import nodeorder, predicates
+from lahar.scheduler.plugins.proportion import QueueAttr, water_fill
 from tests.unit.sched_builders import node, pod, podgroup, priority_class, queue, run, tiers_conf
 
 TOLERATIONS = [
@@ -102,8 +102,8 @@ def test_gang_job_valid_messages() -> None:
     d = run(podgroups=[podgroup("pg1").min(3)], pods=[pod("p1").req("1", "1Gi").group("pg1")],
             nodes=[node("n1").alloc("4", "8Gi")], queues=[queue("c1")])
     assert d.binds == []
-    from scheduler.framework.snapshot import build
-    from scheduler.plugins.gang import Gang
+    from lahar.scheduler.framework.snapshot import build
+    from lahar.scheduler.plugins.gang import Gang
     snap = build(pods=[pod("p1").req("1", "1Gi").group("pg1").build()], podgroups=[podgroup("pg1").min(3).build()],
                  queues=[queue("c1").build()])
     st = Gang().job_valid(snap.jobs["c1/pg1"])

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import Node
-from scheduler.plugins import predicates
-from scheduler.plugins._ports import port_conflict
-from scheduler.registry import in_tree_registry
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Node
+from lahar.scheduler.plugins import predicates
+from lahar.scheduler.plugins._ports import port_conflict
+from lahar.scheduler.registry import in_tree_registry
 from tests.unit.sched_builders import node, pod, podgroup, queue, run, tiers_conf
 
 CONF = tiers_conf("allocate", ["gang"], ["predicates", "nodeorder"])
@@ -354,7 +354,7 @@ def test_existing_anti_affinity_with_namespace_selector_uses_namespace_labels() 
                 queues=[queue("c1").build()])
     reg = in_tree_registry()
     c = confs.load(CONF, actions=reg.action_names, plugins=reg.plugin_names)
-    from scheduler.session import run_session
+    from lahar.scheduler.session import run_session
     labelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "c2", "labels": {"team": "x"}}}
     for namespaces, zones in (([], {"a", "b"}), ([labelled], {"b"})):
         d = run_session(snapshots.build(**objs, namespaces=namespaces), c, registry=reg)

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube.memory import MemoryClient
-from scheduler.cache import CONFIGMAP_KEY, CONFIGMAP_NAME
-from scheduler.tasks import Runner
+from lahar.kube.memory import MemoryClient
+from lahar.scheduler.cache import CONFIGMAP_KEY, CONFIGMAP_NAME
+from lahar.scheduler.tasks import Runner
 from tests.unit.sched_builders import node, pod, podgroup, queue
 
 

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from lahar.cli import app
-from scheduler.simulate import load_objects, simulate
+from lahar.scheduler.simulate import load_objects, simulate
 from tests.unit.sched_builders import node, pod, podgroup, priority_class, queue
 
 
@@ -43,7 +43,7 @@ tiers:
 - plugins: [{name: priority}, {name: gang}, {name: conformance}]
 - plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}]
 """
-    from scheduler.framework.conf import load
+    from lahar.scheduler.framework.conf import load
     objs = [o.build() if hasattr(o, "build") else o for o in [
         queue("c1"), node("n1").alloc("2", "4Gi"), priority_class("low", 1), priority_class("high", 100),
         podgroup("lo").min(1).phase("Running").priority_class("low"),

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework import conf as confs
-from scheduler.framework import snapshot as snapshots
-from scheduler.framework.session import Session
-from scheduler.plugins import sla
-from scheduler.registry import in_tree_registry
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.plugins import sla
+from lahar.scheduler.registry import in_tree_registry
 from tests.unit.sched_builders import node, podgroup, queue, run, tiers_conf
 
 DURATIONS = [("hours", "1h", 3600.0), ("mixed", "1h2m3s4ms5us6ns", 3723.004005006), ("micro-sign", "5µs", 5e-6),

@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework import conf as confs
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import TaskStatus, build
-from scheduler.registry import in_tree_registry
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import TaskStatus, build
+from lahar.scheduler.registry import in_tree_registry
 from tests.unit.sched_builders import ALLOCATE_CONF, node, pod, podgroup, queue
 
 

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework import conf as confs
-from scheduler.framework import hooks
-from scheduler.framework.hooks import Vote
-from scheduler.framework.registry import Registry
-from scheduler.framework.session import Session
-from scheduler.framework.snapshot import build
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import hooks
+from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.registry import Registry
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import build
 from tests.unit.sched_builders import pod, podgroup, queue
 
 P, A, R = Vote.PERMIT, Vote.ABSTAIN, Vote.REJECT
@@ -141,7 +141,7 @@ def test_preemptable_and_reclaimable_intersect_per_tier(tiers: list[list[dict[st
     reg_tiers = [[{"preemptable": None} for _ in tier] for tier in tiers]
     ssn = session(reg_tiers)
     candidates = [pod(n).req("1", "1Gi").group("pg1").on("n1").build() for n in "abc"]
-    from scheduler.framework.snapshot import Task
+    from lahar.scheduler.framework.snapshot import Task
     tasks = [Task(c, ssn.resources, job="c1/pg1") for c in candidates]
     for hook in ("preemptable", "reclaimable"):
         stubs = [p for tier in ssn.tiers for _, p in tier]
@@ -167,7 +167,7 @@ def test_orders_first_nonzero_compare_wins(tiers: list[list[dict[str, Any]]], wa
 
 
 def test_every_in_tree_plugin_satisfies_the_protocols_it_implements() -> None:
-    from scheduler.registry import in_tree_registry
+    from lahar.scheduler.registry import in_tree_registry
     reg = in_tree_registry()
     for name in reg.plugin_names:
         plugin = reg.plugin(name, {})

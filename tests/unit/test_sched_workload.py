@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scheduler import workload
-from scheduler.workload import TraceError, load_trace, parse_duration, replay
+from lahar.scheduler import workload
+from lahar.scheduler.workload import TraceError, load_trace, parse_duration, replay
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scheduler" / "trace.yaml"
 
@@ -122,7 +122,7 @@ def test_progress_callback_sees_simulated_time() -> None:
 
 
 def _profile_nodes(name: str, count: int) -> list[dict]:
-    from devcluster import nodes, profiles
+    from lahar.devcluster import nodes, profiles
 
     return nodes.build(profiles.load(name), count)
 

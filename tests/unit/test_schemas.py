@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kube import errors, schemas
+from lahar.kube import errors, schemas
 
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}

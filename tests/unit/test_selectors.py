@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kube import selectors
-from kube.selectors import SelectorError
+from lahar.kube import selectors
+from lahar.kube.selectors import SelectorError
 
 # --- parsing: accepted / rejected (TestSelectorParse) -----------------------------------------------------------
 

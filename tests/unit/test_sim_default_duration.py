@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from devcluster import kubelet
+from lahar.devcluster import kubelet
 from lahar.up import parse_sim_duration
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.storage import SQLiteBackend
-from kube import resources, store
+from lahar.devcluster.storage import SQLiteBackend
+from lahar.kube import resources, store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,8 +71,8 @@ def test_store_restarts_from_sqlite(tmp_path: Path) -> None:
 
 CHILD = textwrap.dedent("""
     import sys
-    from devcluster.storage import SQLiteBackend
-    from kube import resources, store
+    from lahar.devcluster.storage import SQLiteBackend
+    from lahar.kube import resources, store
     reg = resources.Registry.of(resources.core())
     cm = reg.get("", "v1", "configmaps")
     s = store.Store(registry=reg, backend=SQLiteBackend(sys.argv[1]))

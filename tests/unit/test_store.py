@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube import errors, resources, store
-from kube.resources import Registry, ResourceType
+from lahar.kube import errors, resources, store
+from lahar.kube.resources import Registry, ResourceType
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 REG = Registry.of([*resources.core(), *resources.volcano()])

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube import errors, resources, selectors, store
-from kube.resources import Registry
+from lahar.kube import errors, resources, selectors, store
+from lahar.kube.resources import Registry
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 NAMESPACES = ("default", "a", "a-b", "b")  # keys `/pods/a-b/…` sort before `/pods/a/…` ("-" < "/"), as before

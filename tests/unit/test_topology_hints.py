@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.topology import TopologyHint, merge
-from scheduler.topology.hints import (
+from lahar.scheduler.topology import TopologyHint, merge
+from lahar.scheduler.topology.hints import (
     NUMAMemory,
     cpu_hints,
     cpu_provider,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.topology import (
+from lahar.scheduler.topology import (
     TOPOLOGY_AFFINITY_ERROR,
     PolicyOptionError,
     PolicyOptions,
@@ -24,8 +24,8 @@ from scheduler.topology import (
     numa_limit_error,
     parse_options,
 )
-from scheduler.topology._cartesian import compare, merge_cartesian
-from scheduler.topology.merging import _Context, _filter_single_numa, _max_of_min, _merge
+from lahar.scheduler.topology._cartesian import compare, merge_cartesian
+from lahar.scheduler.topology.merging import _Context, _filter_single_numa, _max_of_min, _merge
 
 # --- notation -----------------------------------------------------------------------------------------------------
 
@@ -324,7 +324,7 @@ ADMIT = [
 
 @pytest.mark.parametrize(("policy", "preferred", "expected"), [pytest.param(*r[1:], id=r[0]) for r in ADMIT])
 def test_can_admit_pod_result(policy, preferred, expected):
-    from scheduler.topology import can_admit
+    from lahar.scheduler.topology import can_admit
 
     assert can_admit(policy, TopologyHint(None, preferred)) is expected
 

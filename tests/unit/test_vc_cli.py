@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kube.memory import MemoryClient
 from lahar.cli import app
 from lahar.commands import vc
+from lahar.kube.memory import MemoryClient
 
 
 @pytest.fixture

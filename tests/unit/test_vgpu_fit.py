@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from devcluster import nodes, profiles
-from scheduler.devices import inventory as inv
-from scheduler.devices import requests, vgpu
-from scheduler.devices.inventory import CardUsage, Usage, VGPUCard
-from scheduler.devices.requests import GPUFilters, VGPUPodRequest, VGPURequest
+from lahar.devcluster import nodes, profiles
+from lahar.scheduler.devices import inventory as inv
+from lahar.scheduler.devices import requests, vgpu
+from lahar.scheduler.devices.inventory import CardUsage, Usage, VGPUCard
+from lahar.scheduler.devices.requests import GPUFilters, VGPUPodRequest, VGPURequest
 
 
 def card(uuid: str, index: int = 0, *, vendor: str = "hami", count: int = 10, memory: int = 8000, numa: int | None = 0,

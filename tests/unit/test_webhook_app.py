@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhooks import metrics as metrics_mod
-from webhooks import review, routes
-from webhooks.app import Admission, create_app, get_admission
-from webhooks.lookups import StaticLookups
-from webhooks.metrics import Metrics
-from webhooks.review import Verdict
-from webhooks.routes import Route
+from lahar.webhooks import metrics as metrics_mod
+from lahar.webhooks import review, routes
+from lahar.webhooks.app import Admission, create_app, get_admission
+from lahar.webhooks.lookups import StaticLookups
+from lahar.webhooks.metrics import Metrics
+from lahar.webhooks.review import Verdict
+from lahar.webhooks.routes import Route
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -321,7 +321,7 @@ def test_route_operations_match_the_registered_webhooks():
 
 
 def test_missing_rule_module_allows_with_a_warning(monkeypatch):
-    monkeypatch.setattr(routes, "_TABLE", (("/things/validate", "webhooks.no_such_rules", "validate",
+    monkeypatch.setattr(routes, "_TABLE", (("/things/validate", "lahar.webhooks.no_such_rules", "validate",
                                             "example.com", "v1", "things", ("CREATE",)),))
     table = routes.default_routes()
     r = table["/things/validate"]

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kube import cron
-from policies.admission import AdmissionConfig
-from webhooks import cronjobs, review
-from webhooks.lookups import StaticLookups
+from lahar.kube import cron
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import cronjobs, review
+from lahar.webhooks.lookups import StaticLookups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / ".." / "shared" / "volcano-examples"
 

@@ -11,10 +11,10 @@ import jsonpatch
 import pytest
 import yaml
 
-from policies.admission import AdmissionConfig
-from webhooks import _jobs_rules as rules
-from webhooks import devices, jobs, review
-from webhooks.lookups import StaticLookups
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import _jobs_rules as rules
+from lahar.webhooks import devices, jobs, review
+from lahar.webhooks.lookups import StaticLookups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / ".." / "shared" / "volcano-examples"
 VALID_EVENTS = "[* PodFailed PodEvicted PodPending Unknown TaskCompleted TaskFailed JobUpdated]"

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from policies.admission import AdmissionConfig
-from webhooks import podgroups, review
-from webhooks.lookups import StaticLookups
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import podgroups, review
+from lahar.webhooks.lookups import StaticLookups
 
 CFG = AdmissionConfig()
 

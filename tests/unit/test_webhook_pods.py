@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from policies.admission import AdmissionConfig
-from webhooks import pods, review
-from webhooks.lookups import StaticLookups
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import pods, review
+from lahar.webhooks.lookups import StaticLookups
 
 CFG = AdmissionConfig()
 GROUP = "scheduling.k8s.io/group-name"

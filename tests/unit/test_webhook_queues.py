@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from policies.admission import AdmissionConfig
-from webhooks import queues, review
-from webhooks.lookups import StaticLookups
+from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import queues, review
+from lahar.webhooks.lookups import StaticLookups
 
 CFG = AdmissionConfig()
 

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from controllers import workqueue
-from controllers.context import PermanentError, TemporaryError
-from controllers.workqueue import Key
-from kube import errors
+from lahar.controllers import workqueue
+from lahar.controllers.context import PermanentError, TemporaryError
+from lahar.controllers.workqueue import Key
+from lahar.kube import errors
 
 K = Key("Job", "ns", "j")
 
