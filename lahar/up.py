@@ -446,6 +446,7 @@ class EmbeddedRedis:
                  server: RedisServer | None = None) -> None:
         self.server = server or find_redis_server()
         self.binary = self.server.binary
+        self.name = Path(self.binary).name  # redis-server or valkey-server, as messages name it
         self.data_dir = data_dir
         self.port = free_port(port)
         self.log_path = log_path
@@ -478,7 +479,7 @@ class EmbeddedRedis:
         try:
             while True:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}; see {self.log_path}")
+                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log_path}")
                 try:
                     if client.ping():
                         return self
@@ -487,7 +488,7 @@ class EmbeddedRedis:
                 except redis.exceptions.ConnectionError:
                     pass
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not answer in {timeout:.0f}s; see {self.log_path}")
+                    raise RuntimeError(f"{self.name} did not answer in {timeout:.0f}s; see {self.log_path}")
                 time.sleep(0.05)
         finally:
             client.close()
@@ -507,7 +508,7 @@ class EmbeddedRedis:
             self.failures = next_failures(self.failures, now - self.started_at)
             delay = restart_delay(self.failures)
             self.restart_at = now + delay
-            return f"redis-server exited with {code}; restarting in {delay:.1f}s (log: {self.log_path})"
+            return f"{self.name} exited with {code}; restarting in {delay:.1f}s (log: {self.log_path})"
         if now < self.restart_at:
             return None
         self.restart_at = None
@@ -515,8 +516,8 @@ class EmbeddedRedis:
         try:
             self.start()
         except RuntimeError as e:  # exited again (next poll backs off further) or slow to load (keeps running)
-            return f"redis-server restart: {e}"
-        return f"redis-server restarted (pid {self.proc.pid}, port {self.port})"
+            return f"{self.name} restart: {e}"
+        return f"{self.name} restarted (pid {self.proc.pid}, port {self.port})"
 
     def stop(self) -> None:
         if self.proc is None:

@@ -82,8 +82,10 @@ def _start_redis(port: int, data_dir: Path) -> Any:
     import subprocess
     import time
 
+    from lahar.up import find_redis_server
+
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        [find_redis_server().binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(data_dir)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -100,12 +102,10 @@ def _start_redis(port: int, data_dir: Path) -> Any:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A real redis-server on a free loopback port for this session (one per xdist worker)."""
-    import shutil
+    """A real redis-server (or the valkey-server lahar's install brings) on a free loopback port for this session
+    (one per xdist worker)."""
     import socket
 
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -44,7 +44,6 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH"),
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not on PATH"),
 ]
 
 SIM_DURATION = "lahar.sh/sim-duration"

@@ -30,7 +30,6 @@ EXAMPLES = REPO / "examples"
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH"),
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not on PATH"),
 ]
 
 

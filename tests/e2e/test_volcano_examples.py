@@ -39,7 +39,6 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(not EXAMPLES.is_dir(), reason="the shared Volcano examples are absent"),
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH"),
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not on PATH"),
 ]
 
 # -- what is expected of each manifest (paths relative to the examples folder) ------------------------------------

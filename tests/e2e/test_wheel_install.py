@@ -27,7 +27,8 @@ from tests.support import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.e2e]
+# building, installing and starting take minutes on a loaded 2-core machine
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def _stripped_path() -> str:
 
 def _demo_jobs(examples: Path) -> list[tuple[str, str]]:
     jobs = []
-    for f in sorted(examples.rglob("*.yaml")):
+    for f in sorted(examples.glob("*.yaml")):  # what `lahar up --demo` applies: the top folder only
         for doc in yaml.safe_load_all(f.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == "Job" and doc.get("apiVersion", "").startswith("batch.volcano"):
                 jobs.append((doc["metadata"].get("namespace", "default"), doc["metadata"]["name"]))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

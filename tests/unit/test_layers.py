@@ -1,0 +1,46 @@
+"""The one namespace and its layers: every module of the lahar/ folder is in the top layer of the import-linter
+contract, every folder linked into lahar/ is a layer or ruled on, and nothing imports the old top-level names."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LINKED = ("kube", "devcluster", "webhooks", "policies", "scheduler", "controllers", "certs", "deploy", "examples")
+
+
+def _contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_the_card_folders_are_linked_into_the_lahar_package() -> None:
+    for name in LINKED:
+        link = REPO / "lahar" / name
+        assert link.is_symlink() and link.resolve() == (REPO / name).resolve(), f"lahar/{name} must link to {name}/"
+        assert (REPO / name / "__init__.py").is_file()
+
+
+def test_top_layer_lists_every_entry_module() -> None:
+    layers = next(c for c in _contracts() if c["type"] == "layers")
+    top = {m.strip() for m in re.split(r"[:|]", layers["layers"][0])}
+    own = {p.stem for p in (REPO / "lahar").iterdir() if not p.is_symlink() and not p.name.startswith("_")
+           and (p.suffix == ".py" or (p / "__init__.py").is_file())}
+    assert own == top, f"lahar/ modules missing from the top layer: {own - top}; stale: {top - own}"
+    below = {m.strip() for layer in layers["layers"][1:] for m in re.split(r"[:|]", layer)}
+    assert below == {"scheduler", "webhooks", "controllers", "policies", "certs", "kube"}
+
+
+_OLD = re.compile(r"^\s*(?:from|import)\s+(kube|devcluster|webhooks|policies|scheduler|controllers|certs)\b", re.M)
+
+
+def test_nothing_imports_the_old_top_level_names() -> None:
+    offenders = []
+    for folder in ("lahar", *LINKED[:7], "tests", "bench"):
+        for path in (REPO / folder).rglob("*.py"):
+            if "lahar" in path.relative_to(REPO).parts[1:2] or path.is_symlink():
+                continue
+            if _OLD.search(path.read_text()):
+                offenders.append(str(path.relative_to(REPO)))
+    assert not offenders, offenders
