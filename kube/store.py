@@ -25,13 +25,9 @@ from typing import Any, Protocol
 import orjson
 
 from lahar.kube import errors, patches, resources, selectors
+from lahar.kube import schemas as _schemas
 from lahar.kube.client import Obj, WatchEvent
 from lahar.kube.resources import Registry, ResourceType
-
-try:  # written by another part of the tree; CR validation/defaulting degrade to nothing without it
-    from lahar.kube import schemas as _schemas
-except ImportError:  # pragma: no cover - depends on the tree state
-    _schemas = None  # type: ignore[assignment]
 
 __all__ = [
     "AdmissionAttributes",

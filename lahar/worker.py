@@ -1,7 +1,7 @@
 """The Celery app: `lahar.reconcile` on queue `reconcile`, the beat schedule (resync; the scheduler's session tick).
 
 `lahar worker` consumes `reconcile`; `lahar beat` ticks; `lahar dispatch` (lahar.dispatcher) sends through `enqueue()`.
-The task is a thin shell around `controllers.reconcile`: the per-key lock and de-duplication of
+The task is a thin shell around `controllers.reconcilers.reconcile`: the per-key lock and de-duplication of
 `controllers.workqueue`, the error taxonomy of `controllers.context` (decided by `workqueue.retry_after`):
 
     TemporaryError(delay) → retry after `delay`    errors.Conflict → short jittered retry
@@ -15,7 +15,6 @@ visibility timeout, again and again.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import threading
@@ -26,10 +25,10 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Queue
 
-from lahar import controllers
-from lahar.controllers import dispatch, workqueue
+from lahar.controllers import dispatch, queues, reconcilers, workqueue
 from lahar.controllers.context import Context
 from lahar.controllers.workqueue import Key
+from lahar.scheduler import tasks as scheduler_tasks
 from lahar.settings import Settings
 
 __all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "enqueue", "runtime"]
@@ -45,13 +44,10 @@ settings = Settings()
 
 
 def beat_schedule(s: Settings) -> dict[str, dict[str, Any]]:
-    """Beat entries: the resync of every key, plus what the scheduler contributes.
+    """Beat entries: the resync of every key, plus the scheduler's session tick.
 
-    Hook for the scheduler issue: a module `scheduler.tasks` exposing `register(app, settings) -> dict` defines the
-    `scheduler.session` task (queue `scheduling`) on the app handed to it and returns its beat entries, e.g.
-    `{"scheduler.session": {"task": "scheduler.session", "schedule": s.schedule_period,
-    "options": {"queue": "scheduling", "expires": s.schedule_period}}}`. `scheduler` must not import `lahar`, so
-    the app is passed in.
+    `scheduler.tasks.register(app, settings)` defines the `scheduler.session` task (queue `scheduling`) on the app
+    handed to it and returns its beat entries (`scheduler` must not import `lahar`, so the app is passed in).
     """
     entries: dict[str, dict[str, Any]] = {
         "lahar.resync": {"task": "lahar.resync", "schedule": s.resync_interval,
@@ -92,14 +88,7 @@ app.conf.update(
     enable_utc=True,
 )
 
-_scheduler_entries: dict[str, dict[str, Any]] = {}
-try:  # the scheduler issue's hook (see beat_schedule)
-    _scheduler_tasks = importlib.import_module("lahar.scheduler.tasks")
-except ModuleNotFoundError as e:
-    if e.name not in ("lahar.scheduler.tasks", "lahar.scheduler"):
-        raise
-else:
-    _scheduler_entries.update(_scheduler_tasks.register(app, settings) or {})
+_scheduler_entries: dict[str, dict[str, Any]] = dict(scheduler_tasks.register(app, settings) or {})
 
 app.conf.beat_schedule = beat_schedule(settings)
 
@@ -241,7 +230,7 @@ def reconcile(self: Any, kind: str, namespace: str, name: str) -> dict[str, Any]
     try:
         rt.wq.count("reconciles")
         rt.wq.count(f"reconcile:{kind}")
-        result = controllers.reconcile(rt.context(), kind, namespace, name)
+        result = reconcilers.reconcile(rt.context(), kind, namespace, name)
     except Exception as exc:  # the taxonomy: see the module docstring
         delay = workqueue.retry_after(exc, self.request.retries, max_retries=rt.settings.max_retries)
         if delay is None:
@@ -298,13 +287,6 @@ def _ensure_builtin_queues(rt: Runtime) -> None:
     from lahar.kube import errors
 
     try:
-        queues = importlib.import_module("lahar.controllers.queues")
-    except ModuleNotFoundError:
-        return
-    ensure = getattr(queues, "ensure_builtin_queues", None)
-    if ensure is None:
-        return
-    try:
-        ensure(rt.context())
+        queues.ensure_builtin_queues(rt.context())
     except (errors.NotFound, errors.ServiceUnavailable) as e:  # CRD not installed yet / API away: next resync
         log.info("builtin queues not ensured yet: %s", e)

@@ -7,14 +7,14 @@ turns a handler crash into a denial, and labels the outcome for the metrics.
 Failure handling, decided here: a handler that raises yields `allowed: false` with
 `internal error in <path>: <ExceptionType>: <text>` (code 500) and a logged traceback — fail closed with a
 message the user can act on, the outcome `failurePolicy: Fail` would produce, instead of an HTTP 500 that the
-API server reports as an opaque "failed calling webhook". Rule modules that are not installed yet leave their
-routes allowing with a warning, so the server starts whatever subset exists.
+API server reports as an opaque "failed calling webhook". The tables hold the handler functions themselves: a rule
+module that cannot be imported stops the server from starting (it never turns into an allow), and a path that is
+not in the table is a 404 (`webhooks.app`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonpatch
 
+from lahar.webhooks import configmaps, cronjobs, jobs, podgroups, pods, queues
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict, request_for
 
@@ -57,7 +58,6 @@ class Route:
     resource: str                  # plural
     operations: frozenset[str]
     mutating: bool
-    available: bool = True         # False while the rule module is not installed
 
     @property
     def gvr(self) -> str:
@@ -65,20 +65,18 @@ class Route:
         return f"{{{self.group} {self.version} {self.resource}}}"
 
 
-# path, module, function, group, version, plural, operations (as registered in deploy/webhooks/, spec §4)
-_TABLE: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
-    ("/jobs/mutate", "lahar.webhooks.jobs", "mutate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE",)),
-    ("/jobs/validate", "lahar.webhooks.jobs", "validate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE", "UPDATE")),
-    ("/pods/mutate", "lahar.webhooks.pods", "mutate", "", "v1", "pods", ("CREATE",)),
-    ("/pods/validate", "lahar.webhooks.pods", "validate", "", "v1", "pods", ("CREATE",)),
-    ("/queues/mutate", "lahar.webhooks.queues", "mutate", VOLCANO_SCHEDULING, "v1beta1", "queues", ("CREATE",)),
-    ("/queues/validate", "lahar.webhooks.queues", "validate", VOLCANO_SCHEDULING, "v1beta1", "queues",
-     ("CREATE", "UPDATE", "DELETE")),
-    ("/podgroups/mutate", "lahar.webhooks.podgroups", "mutate", VOLCANO_SCHEDULING, "v1beta1", "podgroups", ("CREATE",)),
-    ("/podgroups/validate", "lahar.webhooks.podgroups", "validate", VOLCANO_SCHEDULING, "v1beta1", "podgroups",
+# path, handler, group, version, plural, operations (as registered in deploy/webhooks/, spec §4)
+_TABLE: tuple[tuple[str, Handler, str, str, str, tuple[str, ...]], ...] = (
+    ("/jobs/mutate", jobs.mutate, VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE",)),
+    ("/jobs/validate", jobs.validate, VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE", "UPDATE")),
+    ("/pods/mutate", pods.mutate, "", "v1", "pods", ("CREATE",)),
+    ("/pods/validate", pods.validate, "", "v1", "pods", ("CREATE",)),
+    ("/queues/mutate", queues.mutate, VOLCANO_SCHEDULING, "v1beta1", "queues", ("CREATE",)),
+    ("/queues/validate", queues.validate, VOLCANO_SCHEDULING, "v1beta1", "queues", ("CREATE", "UPDATE", "DELETE")),
+    ("/podgroups/mutate", podgroups.mutate, VOLCANO_SCHEDULING, "v1beta1", "podgroups", ("CREATE",)),
+    ("/podgroups/validate", podgroups.validate, VOLCANO_SCHEDULING, "v1beta1", "podgroups",
      ("CREATE", "UPDATE")),  # Volcano: CREATE; lahar's minMember checks also guard updates
-    ("/cronjobs/validate", "lahar.webhooks.cronjobs", "validate", VOLCANO_BATCH, "v1alpha1", "cronjobs",
-     ("CREATE", "UPDATE")),
+    ("/cronjobs/validate", cronjobs.validate, VOLCANO_BATCH, "v1alpha1", "cronjobs", ("CREATE", "UPDATE")),
 )
 
 # resource (plural) → (mutating paths, validating paths), in the order the API server would call them
@@ -91,59 +89,33 @@ CHAINS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _unavailable(path: str, module: str) -> Handler:
-    def handler(req: Request, lookups: Lookups, config: Any) -> Verdict:
-        return Verdict.allow(warnings=(f"lahar: {path} has no admission rules installed ({module} is missing)",))
-
-    handler.__name__ = f"unavailable_{module.rpartition('.')[2]}"
-    return handler
-
-
-def _load(module: str, function: str) -> Handler | None:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:  # the module exists but something it imports does not: a real error
-            raise
-        return None
-    return getattr(mod, function, None)
+def _routes(table: Iterable[tuple[str, Handler, str, str, str, tuple[str, ...]]]) -> dict[str, Route]:
+    return {path: Route(path, handler, group, version, plural, frozenset(ops), path.endswith("/mutate"))
+            for path, handler, group, version, plural, ops in table}
 
 
 def default_routes() -> dict[str, Route]:
-    """Every Volcano path with its rule handler; a path whose module is not installed allows with a warning."""
-    routes: dict[str, Route] = {}
-    for path, module, function, group, version, plural, ops in _TABLE:
-        handler = _load(module, function)
-        available = handler is not None
-        if handler is None:
-            log.warning("webhooks: %s.%s not found; %s will allow everything with a warning", module, function, path)
-            handler = _unavailable(path, module)
-        routes[path] = Route(path, handler, group, version, plural, frozenset(ops), path.endswith("/mutate"),
-                             available)
-    return routes
+    """Every Volcano path with its rule handler."""
+    return _routes(_TABLE)
 
 
 # lahar's own paths (not Volcano's): its ConfigMaps, and the generic policy paths (resource "*": any request the
 # webhook registration sends; `webhooks.policystage` runs the policies there). Added by `webhooks.app.create_app`.
-_LAHAR_TABLE: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
-    ("/configmaps/validate", "lahar.webhooks.configmaps", "validate", "", "v1", "configmaps", ("CREATE", "UPDATE")),
-    ("/policies/mutate", "lahar.webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
-    ("/policies/validate", "lahar.webhooks.routes", "policies_only", "*", "*", "*", ("CREATE", "UPDATE")),
-)
-
-
 def policies_only(req: Request, lookups: Lookups, config: Any) -> Verdict:
     """The generic policy paths have no built-in rules: allow, and let the policy stage decide."""
     return Verdict.allow()
 
 
+_LAHAR_TABLE: tuple[tuple[str, Handler, str, str, str, tuple[str, ...]], ...] = (
+    ("/configmaps/validate", configmaps.validate, "", "v1", "configmaps", ("CREATE", "UPDATE")),
+    ("/policies/mutate", policies_only, "*", "*", "*", ("CREATE", "UPDATE")),
+    ("/policies/validate", policies_only, "*", "*", "*", ("CREATE", "UPDATE")),
+)
+
+
 def lahar_routes() -> dict[str, Route]:
     """`/configmaps/validate` (lahar's ConfigMaps) and the generic `/policies/mutate|validate` paths."""
-    routes: dict[str, Route] = {}
-    for path, module, function, group, version, plural, ops in _LAHAR_TABLE:
-        handler = _load(module, function) or _unavailable(path, module)
-        routes[path] = Route(path, handler, group, version, plural, frozenset(ops), path.endswith("/mutate"))
-    return routes
+    return _routes(_LAHAR_TABLE)
 
 
 def resource_for(api_version: str, kind: str, routes: Mapping[str, Route] | None = None) -> str | None:

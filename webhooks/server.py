@@ -22,17 +22,14 @@ from typing import Any
 
 import uvicorn
 
+from lahar.certs import rotation
+
 __all__ = ["WebhookServer", "serve"]
 
 log = logging.getLogger(__name__)
 
 
 def _reloader(ssl_context: ssl.SSLContext, certfile: str, keyfile: str, interval: float) -> Any | None:
-    try:
-        from lahar.certs import rotation
-    except ImportError:  # certs.rotation not installed: serve the certificate we started with
-        log.warning("webhooks: certs.rotation is not available; renewed certificates need a restart")
-        return None
     return rotation.CertReloader(ssl_context, certfile, keyfile, interval=interval)
 
 

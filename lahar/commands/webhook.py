@@ -23,12 +23,9 @@ log = logging.getLogger(__name__)
 
 
 def admission_config() -> Any:
-    """lahar's admission configuration with its built-in defaults (the ConfigMap comes with the policy issue)."""
-    try:
-        from lahar.policies.admission import AdmissionConfig
-    except ImportError:  # policies.admission not installed yet: handlers get None
-        logging.getLogger(__name__).warning("policies.admission is not available; admission rules get no config")
-        return None
+    """lahar's admission configuration with its built-in defaults (`lahar-admission-config` overrides it live)."""
+    from lahar.policies.admission import AdmissionConfig
+
     return AdmissionConfig()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -320,14 +322,22 @@ def test_route_operations_match_the_registered_webhooks():
     assert {p: set(r.operations) for p, r in table.items()} == registered
 
 
-def test_missing_rule_module_allows_with_a_warning(monkeypatch):
-    monkeypatch.setattr(routes, "_TABLE", (("/things/validate", "lahar.webhooks.no_such_rules", "validate",
-                                            "example.com", "v1", "things", ("CREATE",)),))
-    table = routes.default_routes()
-    r = table["/things/validate"]
-    assert not r.available
-    verdict = r.handler(None, None, None)
-    assert verdict.allowed and "webhooks.no_such_rules is missing" in verdict.warnings[0]
+def test_a_rule_module_that_fails_to_import_stops_the_app_from_starting():
+    """Explicit wiring: the route table holds the handlers, so a broken rule module is an ImportError at start,
+    never a path that allows everything."""
+    script = (
+        "import sys, importlib.abc\n"
+        "class Broken(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'lahar.webhooks.jobs':\n"
+        "            raise ImportError('broken rules')\n"
+        "sys.meta_path.insert(0, Broken())\n"
+        "from lahar.webhooks import app\n"
+        "app.create_app()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "ImportError: broken rules" in out.stderr
 
 
 def test_chain_lists_mutators_then_validators():
