@@ -28,6 +28,7 @@ __all__ = [
     "Task",
     "TaskStatus",
     "build",
+    "node_ready",
     "pod_requests",
     "sum_by_queue",
     "task_status",
@@ -507,11 +508,14 @@ def sum_by_queue(jobs: Sequence[Job], queues: Sequence[str], width: int,
     return out
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
-    for c in (node.get("status") or {}).get("conditions") or []:
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """Does a session see this node? NotReady only when it has a `Ready` condition whose status is not "True" (Volcano
+    setNodeState before v1.11); a node without conditions (fresh, or built by a test table) is Ready. Volcano has not
+    excluded out-of-sync nodes (used > allocatable) since v1.10, and neither does lahar: see docs/compatibility.md."""
+    for c in (node.get("status") or {}).get("conditions") or ():
         if c.get("type") == "Ready":
             return c.get("status") == "True"
-    return False
+    return True
 
 
 def _group_of(pod: Mapping[str, Any]) -> str:
@@ -530,7 +534,7 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
     Numatopology and Device objects (one per node, named after it) and Namespaces (for pod affinity
     namespaceSelector) are kept as `Snapshot.extras`."""
     pods = list(pods)
-    ready_nodes = [n for n in nodes if _ready(n)]
+    ready_nodes = [n for n in nodes if node_ready(n)]
     queue_objs = list(queues)
     names: set[str] = set()
     for n in ready_nodes:
