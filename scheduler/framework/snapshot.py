@@ -372,15 +372,22 @@ class Job:
         return np.maximum(self.allocated - self.min_resources, 0.0)
 
     def fit_error(self) -> str:
-        """Volcano JobInfo.FitError: status histogram, minAvailable, then why pending tasks are pending."""
+        """Volcano JobInfo.FitError: status histogram and minAvailable, the pending tasks (each Unschedulable), then
+        the origin: the first task with per-node fit errors ("0/4 nodes are available: 4 Insufficient cpu."), else
+        why enqueue held the job back (the plugins' Unschedulable events)."""
         hist = [f"{len(ts)} {s}" for s, ts in self.index.items() if ts]
         hist.append(f"{self.min_available} minAvailable")
-        msg = f"pod group is not ready, {', '.join(sorted(hist))}"
-        pending: Counter[str] = Counter()
-        for uid in self.index.get(TaskStatus.PENDING, {}):
-            pending["Unschedulable" if uid in self.fit_errors else "Undetermined"] += 1
+        msg = f"pod group is {'ready' if self.is_ready() else 'not ready'}, {', '.join(sorted(hist))}"
+        pending = len(self.index.get(TaskStatus.PENDING, {}))
         if pending:
-            msg += "; Pending: " + ", ".join(sorted(f"{n} {r}" for r, n in pending.items()))
+            msg += f"; Pending: {pending} Unschedulable"
+        for uid, task in self.tasks.items():
+            fe = self.fit_errors.get(uid)
+            if fe is not None:
+                return f"{msg}. Origin reason is {task.name}: {fe.message()}"
+        held = [m for _, reason, m in self.events if reason == "Unschedulable"]
+        if held:
+            msg += f". Origin reason is: {held[-1]}"
         return msg
 
     def clone(self, tasks: Mapping[str, Task]) -> Job:
