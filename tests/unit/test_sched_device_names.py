@@ -4,6 +4,7 @@ left pending says per node why ("0/4 nodes are available: 4 ..."), in the Event 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -128,3 +129,19 @@ def test_fit_error(fit: bool, events: list[tuple[str, str, str]], tail: str) -> 
         job.fit_errors["c1-p0"] = snapshots.FitErrors(total=2, reasons={"Insufficient cpu": 2})  # type: ignore[arg-type]
     job.events.extend(events)
     assert job.fit_error() == f"pod group is not ready, 2 Pending, 2 minAvailable{tail}"
+
+
+@pytest.mark.parametrize(("extra", "cards"), [(HAMI, 1), ({"nvidia.com/gpumem-percentage": "50"}, 1),
+                                              ({"nvidia.com/gpumem": "1000"}, 1)],
+                         ids=["gpumem-gpucores", "gpumem-percentage", "gpumem"])
+def test_hami_request_takes_whole_cards_on_a_node_without_hami(extra: dict[str, str], cards: int) -> None:
+    """dgx-h100 nodes run the plain NVIDIA device plugin (no HAMi registration): deviceshare gives the pod whole
+    cards, recorded in the device-allocated annotation, so no other pod is given the same GPU."""
+    ssn = _session([dpod("p1", gpus=cards, extra=extra), dpod("p2", gpus=8)], DEVICESHARE)
+    for name in ssn.conf.actions:
+        ssn.registry.action(name, ssn.conf.action_arguments(name)).execute(ssn)
+    d = ssn.close()
+    where = {b.name: b for b in d.binds}
+    assert set(where) == {"p1", "p2"} and where["p1"].node != where["p2"].node
+    allocated = json.loads(d.annotations["c1-p1"]["scheduling.koordinator.sh/device-allocated"])
+    assert len(allocated["gpu"]) == cards
