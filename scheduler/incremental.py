@@ -45,17 +45,10 @@ def _names(kind: str, obj: Obj | None) -> frozenset[str]:
     if kind == "pods":
         return _pod_names(obj)
     if kind == "nodes":
-        return frozenset(((obj.get("status") or {}).get("allocatable") or {}).keys()) if _ready(obj) else frozenset()
+        return frozenset(((obj.get("status") or {}).get("allocatable") or {}).keys()) if snapshots.node_ready(obj) else frozenset()
     if kind == "queues":
         return frozenset(((obj.get("spec") or {}).get("capability") or {}).keys())
     return frozenset()
-
-
-def _ready(node: Obj) -> bool:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status") == "True"
-    return False
 
 
 def _group_key(pod: Obj) -> str:
@@ -201,7 +194,7 @@ class SnapshotInputs:
         nodes = self._objects["nodes"]
         for key in dirty["nodes"]:
             obj = nodes.get(key)
-            if (obj is not None and _ready(obj)) != (key in snap.arrays.index):
+            if (obj is not None and snapshots.node_ready(obj)) != (key in snap.arrays.index):
                 return True
         queues = self._objects["queues"]
         if any((key in queues) != (key in snap.queues) for key in dirty["queues"]):

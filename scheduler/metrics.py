@@ -1,8 +1,10 @@
-"""Prometheus metrics with Volcano's names and labels (spec §7, subsystem `volcano`), so existing dashboards work.
+"""Prometheus metrics with Volcano's exact names and labels (spec §7, subsystem `volcano`), so dashboards work.
 
 `gather(ssn)` reads a session's queue/job/namespace state into plain samples just before it closes (run_session
 stores them in `Decisions.counters`); `SchedulerMetrics.observe(decisions, commit=...)` records one session;
-`.registry` is this process's collector registry (served by `lahar scheduler --metrics-port`).
+`.registry` is this process's collector registry (served by `lahar scheduler --metrics-port`). It exports what Go's
+client would: no `*_created` series, and `volcano_total_preemption_attempts` / `volcano_job_retry_counts` under
+those names (Python's client would add `_total`), see `VolcanoExposition`.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from lahar.scheduler.framework.session import Decisions
 from lahar.scheduler.framework.snapshot import TaskStatus
 
-__all__ = ["SAMPLE_SEP", "SchedulerMetrics", "gather", "sample_key", "split_key"]
+__all__ = ["EXACT_COUNTERS", "SAMPLE_SEP", "SchedulerMetrics", "VolcanoExposition", "gather", "sample_key",
+           "split_key"]
 
 NS = "volcano"
 # Volcano's buckets: ExponentialBuckets(5, 2, 15) for session/action/plugin, (32, 2, 10) for jobs.
@@ -31,6 +36,30 @@ _STAGE_BUCKETS = tuple(float(b) for b in np.geomspace(0.1, 500, 20).round(4))
 # Samples gathered from a session ride in `Decisions.counters` as "metric\x1flabel\x1flabel…" → value.
 SAMPLE_SEP = "\x1f"
 _QUEUE_RES = ("allocated", "request", "deserved", "capacity", "real_capacity", "inqueue")
+# PodGroup phase → volcano_queue_pod_group_<state>_count (Volcano's controller exports them from queue.status)
+_PG_STATES = {"": "pending", "Pending": "pending", "Inqueue": "inqueue", "Running": "running", "Unknown": "unknown",
+              "Completed": "completed"}
+# Volcano counters whose names end without `_total`: Go's client exports a counter under its exact name, Python's
+# appends `_total` (and its text format ties a counter's TYPE line to that suffix), so these go out as gauges.
+EXACT_COUNTERS = frozenset({f"{NS}_total_preemption_attempts", f"{NS}_job_retry_counts"})
+
+
+class VolcanoExposition(Collector):
+    """The metrics of `inner` as Volcano's Go client names them: no `*_created` samples (Go has none), and the
+    counters of `EXACT_COUNTERS` under their own names. Pure renaming at collect time; `inner` keeps the values."""
+
+    def __init__(self, inner: CollectorRegistry) -> None:
+        self.inner = inner
+
+    def collect(self) -> Any:
+        for m in self.inner.collect():
+            if m.type == "counter" and m.name in EXACT_COUNTERS:
+                out = Metric(m.name, m.documentation, "gauge")
+                out.samples = [s._replace(name=m.name) for s in m.samples if s.name == f"{m.name}_total"]
+            else:
+                out = Metric(m.name, m.documentation, m.type, m.unit)
+                out.samples = [s for s in m.samples if not s.name.endswith("_created")]
+            yield out
 
 
 def sample_key(metric: str, *labels: str) -> str:
@@ -72,7 +101,10 @@ def gather(ssn: Any) -> dict[str, float]:
         if plugin is not None and getattr(plugin, "attrs", None):
             attrs = plugin.attrs
             break
+    states = _Counter((job.queue, _PG_STATES.get(job.phase)) for job in ssn.jobs.values())
     for name, q in ssn.queues.items():
+        for state in ("inqueue", "pending", "running", "unknown", "completed"):
+            out[sample_key(f"queue_pod_group_{state}_count", name)] = float(states.get((name, state), 0))
         out[sample_key("queue_weight", name)] = float(q.weight)
         if q.has_capability:
             put_res("capacity", name, q.capability)
@@ -138,7 +170,9 @@ class SchedulerMetrics:
     """One set of collectors on its own registry (tests make fresh ones; no global state)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self._inner = CollectorRegistry()
+        self.registry.register(VolcanoExposition(r))
         self.e2e = Histogram("e2e_scheduling_latency_milliseconds",
                              "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
                              namespace=NS, buckets=_MS_BUCKETS, registry=r)
@@ -171,8 +205,8 @@ class SchedulerMetrics:
                              registry=r)
         self.preemption_attempts = Counter("total_preemption_attempts", "Total preemption attempts in the cluster "
                                            "till now", namespace=NS, registry=r)
-        self.evictions = Counter("eviction_transactions", "Evictions by reason", ["reason"], namespace=NS,
-                                 registry=r)
+        self.evictions = Counter("eviction_transactions", "Total number of committed eviction transactions, by "
+                                 "action", ["action"], namespace=NS, registry=r)
         self.unschedule_tasks = Gauge("unschedule_task_count", "Number of tasks could not be scheduled", ["job_id"],
                                       namespace=NS, registry=r)
         self.unschedule_jobs = Gauge("unschedule_job_count", "Number of jobs could not be scheduled", namespace=NS,
@@ -199,6 +233,11 @@ class SchedulerMetrics:
         self.queue_weight = Gauge("queue_weight", "Weight for one queue", ["queue_name"], namespace=NS, registry=r)
         self.queue_overused = Gauge("queue_overused", "If one queue is overused", ["queue_name"], namespace=NS,
                                     registry=r)
+        self.queue_pod_groups = {
+            f"queue_pod_group_{state}_count": Gauge(
+                f"queue_pod_group_{state}_count", f"The number of {state.capitalize()} PodGroup in this queue",
+                ["queue_name"], namespace=NS, registry=r)
+            for state in ("inqueue", "pending", "running", "unknown", "completed")}
         self.namespace_share = Gauge("namespace_share", "Share for one namespace", ["namespace_name"],
                                      namespace=NS, registry=r)
         self.namespace_weight = Gauge("namespace_weight", "Weight for one namespace", ["namespace_name"],
@@ -206,7 +245,7 @@ class SchedulerMetrics:
         self.namespace_weighted_share = Gauge("namespace_weighted_share", "Weighted share for one namespace",
                                               ["namespace_name"], namespace=NS, registry=r)
         self._gauges: dict[str, Gauge] = {
-            **self.queue_res, "queue_share": self.queue_share, "queue_weight": self.queue_weight,
+            **self.queue_res, **self.queue_pod_groups, "queue_share": self.queue_share, "queue_weight": self.queue_weight,
             "queue_overused": self.queue_overused, "job_share": self.job_share,
             "namespace_share": self.namespace_share, "namespace_weight": self.namespace_weight,
             "namespace_weighted_share": self.namespace_weighted_share}

@@ -15,8 +15,18 @@ from typing import Any
 import numpy as np
 
 from lahar.kube import quantity
+from lahar.policies.admission import HAMI_VGPU
 
-__all__ = ["EPSILON", "NodeArrays", "ResourceIndex", "RowCache", "is_scalar_resource"]
+__all__ = ["DEVICE_ONLY_RESOURCES", "EPSILON", "NodeArrays", "ResourceIndex", "RowCache", "is_dimension",
+           "is_scalar_resource"]
+
+# Resource names a device model owns and no node advertises: HAMi's per-GPU memory, memory percentage, cores and
+# priority (its scheduler extender lists them with `ignoredByScheduler: true`, and kubelet drops extended resources
+# the node lacks). They are not dimensions of a session: only the vGPU / dynamic-MIG fits of deviceshare judge them
+# (Volcano's IgnoredDevicesList). Names nodes do advertise (counts, `volcano.sh/vgpu-*`, `nvidia.com/mig-*`, RDMA
+# VFs) stay dimensions, checked against allocatable as kubelet checks them, and by their device model on top.
+DEVICE_ONLY_RESOURCES = frozenset(n for n in (HAMI_VGPU.memory, HAMI_VGPU.memory_percentage, HAMI_VGPU.cores,
+                                              HAMI_VGPU.priority) if n)
 
 # Volcano's `minResource`: two amounts closer than this are equal (LessEqual tolerance).
 EPSILON = 0.1
@@ -32,6 +42,11 @@ def is_scalar_resource(name: str) -> bool:
     return False
 
 
+def is_dimension(name: str) -> bool:
+    """A resource name the session tracks per node: cpu, memory, and scalar names not owned by a device model."""
+    return name in ("cpu", "memory") or (is_scalar_resource(name) and name not in DEVICE_ONLY_RESOURCES)
+
+
 @functools.lru_cache(maxsize=65536)
 def _amount(name: str, value: str) -> float:
     q = quantity.parse(value)
@@ -41,12 +56,12 @@ def _amount(name: str, value: str) -> float:
 
 
 class ResourceIndex:
-    """The resource dimensions of one session: `cpu`, `memory`, then every scalar name seen, sorted."""
+    """The resource dimensions of one session: `cpu`, `memory`, then every scalar name seen (`is_dimension`), sorted."""
 
     __slots__ = ("names", "pos", "cpu", "memory")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
-        extra = sorted({n for n in names if n not in ("cpu", "memory") and is_scalar_resource(n)})
+        extra = sorted({n for n in names if n not in ("cpu", "memory") and is_dimension(n)})
         self.names: tuple[str, ...] = ("cpu", "memory", *extra)
         self.pos: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self.cpu = 0

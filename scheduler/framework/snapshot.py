@@ -28,6 +28,7 @@ __all__ = [
     "Task",
     "TaskStatus",
     "build",
+    "node_ready",
     "pod_requests",
     "sum_by_queue",
     "task_status",
@@ -371,15 +372,22 @@ class Job:
         return np.maximum(self.allocated - self.min_resources, 0.0)
 
     def fit_error(self) -> str:
-        """Volcano JobInfo.FitError: status histogram, minAvailable, then why pending tasks are pending."""
+        """Volcano JobInfo.FitError: status histogram and minAvailable, the pending tasks (each Unschedulable), then
+        the origin: the first task with per-node fit errors ("0/4 nodes are available: 4 Insufficient cpu."), else
+        why enqueue held the job back (the plugins' Unschedulable events)."""
         hist = [f"{len(ts)} {s}" for s, ts in self.index.items() if ts]
         hist.append(f"{self.min_available} minAvailable")
-        msg = f"pod group is not ready, {', '.join(sorted(hist))}"
-        pending: Counter[str] = Counter()
-        for uid in self.index.get(TaskStatus.PENDING, {}):
-            pending["Unschedulable" if uid in self.fit_errors else "Undetermined"] += 1
+        msg = f"pod group is {'ready' if self.is_ready() else 'not ready'}, {', '.join(sorted(hist))}"
+        pending = len(self.index.get(TaskStatus.PENDING, {}))
         if pending:
-            msg += "; Pending: " + ", ".join(sorted(f"{n} {r}" for r, n in pending.items()))
+            msg += f"; Pending: {pending} Unschedulable"
+        for uid, task in self.tasks.items():
+            fe = self.fit_errors.get(uid)
+            if fe is not None:
+                return f"{msg}. Origin reason is {task.name}: {fe.message()}"
+        held = [m for _, reason, m in self.events if reason == "Unschedulable"]
+        if held:
+            msg += f". Origin reason is: {held[-1]}"
         return msg
 
     def clone(self, tasks: Mapping[str, Task]) -> Job:
@@ -507,11 +515,14 @@ def sum_by_queue(jobs: Sequence[Job], queues: Sequence[str], width: int,
     return out
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
-    for c in (node.get("status") or {}).get("conditions") or []:
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """Does a session see this node? NotReady only when it has a `Ready` condition whose status is not "True" (Volcano
+    setNodeState before v1.11); a node without conditions (fresh, or built by a test table) is Ready. Volcano has not
+    excluded out-of-sync nodes (used > allocatable) since v1.10, and neither does lahar: see docs/compatibility.md."""
+    for c in (node.get("status") or {}).get("conditions") or ():
         if c.get("type") == "Ready":
             return c.get("status") == "True"
-    return False
+    return True
 
 
 def _group_of(pod: Mapping[str, Any]) -> str:
@@ -530,7 +541,7 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
     Numatopology and Device objects (one per node, named after it) and Namespaces (for pod affinity
     namespaceSelector) are kept as `Snapshot.extras`."""
     pods = list(pods)
-    ready_nodes = [n for n in nodes if _ready(n)]
+    ready_nodes = [n for n in nodes if node_ready(n)]
     queue_objs = list(queues)
     names: set[str] = set()
     for n in ready_nodes:

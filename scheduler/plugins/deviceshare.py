@@ -249,6 +249,15 @@ class DeviceShare:
             return "hami"  # on a node with a HAMi registration, nvidia.com/gpu counts HAMi slots
         return ""
 
+    def _whole_gpus(self, req: requests_.DeviceRequest, nd: NodeDevices) -> int:
+        """Whole GPUs the task takes on this node: `req.gpus`, plus, on a node that speaks no vGPU vocabulary (plain
+        NVIDIA device plugin), the cards of a HAMi request (`nvidia.com/gpu` with gpumem / gpucores): an exclusive
+        card holds any slice of itself, and without a card chosen the pod would hold a GPU nobody accounts for."""
+        n = req.gpus
+        if req.hami is not None and not self._vgpu_vendor(req, nd):
+            n += sum(c.count for c in req.hami.containers if not c.init and not c.count_only)
+        return n
+
     def device_providers(self, task: Task, node: int, request: Any) -> dict[str, list[TopologyHint] | None] | str:
         req: requests_.DeviceRequest = request
         nd = self.node(node)
@@ -260,11 +269,12 @@ class DeviceShare:
         out: dict[str, list[TopologyHint] | None] = {}
         topo = self.placement.topology(node) if self.placement is not None else None
         numa_nodes = sorted(set(topo.numa_nodes if topo is not None else ()) | set(inv.numa_nodes)) or [0]
-        if req.gpus and not self._vgpu_vendor(req, nd):
+        whole = self._whole_gpus(req, nd)
+        if whole and not self._vgpu_vendor(req, nd):
             free = nd.free_gpus()
-            if len(free) < req.gpus:
+            if len(free) < whole:
                 return INSUFFICIENT_GPUS
-            out[GPU_RESOURCE] = hints.device_hints(req.gpus, inv.gpu_numa(), [str(g) for g in free], numa_nodes)
+            out[GPU_RESOURCE] = hints.device_hints(whole, inv.gpu_numa(), [str(g) for g in free], numa_nodes)
         vendor = self._vgpu_vendor(req, nd)
         if vendor:
             pod_req = req.volcano if vendor == "volcano" else req.hami
@@ -336,23 +346,23 @@ class DeviceShare:
                 break
             else:
                 return failure
-        elif req.gpus:
+        elif whole := self._whole_gpus(req, nd):
             free = nd.free_gpus()
-            if len(free) < req.gpus:
+            if len(free) < whole:
                 return INSUFFICIENT_GPUS
             if affinity is not None:
                 aligned = [g for g in free if (inv.gpu(g) or inventories.GPU(g)).numa in affinity]
             else:
                 aligned = free
-            if len(aligned) >= req.gpus:
-                chosen = gpus_.allocate(aligned, [], req.gpus, nd.scores)
+            if len(aligned) >= whole:
+                chosen = gpus_.allocate(aligned, [], whole, nd.scores)
             else:
-                chosen = gpus_.allocate(free, aligned, req.gpus, nd.scores)
-            if len(chosen) != req.gpus:
+                chosen = gpus_.allocate(free, aligned, whole, nd.scores)
+            if len(chosen) != whole:
                 return INSUFFICIENT_GPUS
             chosen = sorted(chosen)
             total = len(inv.whole_gpus()) or 1
-            used_after = total - len(free) + req.gpus
+            used_after = total - len(free) + whole
             score = 100.0 * (used_after / total if self.policy != vgpus.SPREAD else 1 - used_after / total)
         mig: list[tuple[str, int]] = []
         mig_instances: list[tuple[str, tuple[str, ...]]] = []

@@ -131,6 +131,11 @@ class node(_B):  # noqa: N801
         self.obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
         return self
 
+    def conditions(self, **types: str) -> node:
+        """Replace the node's conditions: `conditions()` none at all, `conditions(Ready="Unknown")` one."""
+        self.obj["status"]["conditions"] = [{"type": t, "status": v} for t, v in types.items()]
+        return self
+
 
 class podgroup(_B):  # noqa: N801
     def __init__(self, name: str, namespace: str = "c1") -> None:

@@ -1,4 +1,6 @@
-"""Prometheus metrics: one session on a small snapshot exposes every spec §7 scheduler metric with Volcano's labels."""
+"""Prometheus metrics: one session on a small snapshot exposes every spec §7 scheduler metric with Volcano's labels,
+and the exported name set is exactly Volcano's (issue 13 item 8): no `_total` added by Python's client, no
+`*_created` series."""
 
 from __future__ import annotations
 
@@ -28,13 +30,15 @@ EXPECTED: list[tuple[str, tuple[str, ...]]] = [
     ("scheduling_stage_duration_milliseconds_count", ("stage",)),
     ("schedule_attempts_total", ("result",)),
     ("pod_preemption_victims", ()),
-    ("total_preemption_attempts_total", ()),
-    ("eviction_transactions_total", ("reason",)),
+    ("total_preemption_attempts", ()),
+    ("eviction_transactions_total", ("action",)),
     ("unschedule_task_count", ("job_id",)),
     ("unschedule_job_count", ()),
     ("goroutines", ("operation",)),
     ("job_share", ("job_ns", "job_id")),
-    ("job_retry_counts_total", ("job_id",)),
+    ("job_retry_counts", ("job_id",)),
+    *[(f"queue_pod_group_{state}_count", ("queue_name",))
+      for state in ("inqueue", "pending", "running", "unknown", "completed")],
     *[(f"queue_{kind}_{unit}", ("queue_name",)) for kind in
       ("allocated", "request", "deserved", "capacity", "real_capacity", "inqueue")
       for unit in ("milli_cpu", "memory_bytes")],
@@ -115,8 +119,14 @@ def test_values_follow_the_session(exposition: str) -> None:
     assert value("queue_allocated_scalar_resources", queue_name="q1", resource="nvidia.com/gpu") == 1000
     assert value("queue_overused", queue_name="q1") in (0.0, 1.0)
     assert value("schedule_attempts_total", result="scheduled") >= 2
-    assert value("job_retry_counts_total", job_id="big") == 1
-    assert value("eviction_transactions_total", reason="preempt") == 1
+    assert value("job_retry_counts", job_id="big") == 1
+    assert value("eviction_transactions_total", action="preempt") == 1
+    assert value("total_preemption_attempts") == 1
+    # the second session: "lo" Running, "hi" enqueued (Inqueue) in c1; the first: "big" Inqueue in q2
+    assert value("queue_pod_group_running_count", queue_name="c1") == 1
+    assert value("queue_pod_group_inqueue_count", queue_name="c1") == 1
+    assert value("queue_pod_group_pending_count", queue_name="c1") == 0
+    assert value("queue_pod_group_inqueue_count", queue_name="q2") == 1
     assert value("pod_preemption_victims") == 1
     assert value("unschedule_job_count") >= 1
 
@@ -135,3 +145,57 @@ def test_every_spec_scheduler_metric_is_registered() -> None:
             *[f"queue_{k}_{u}" for k in ("allocated", "request", "deserved", "capacity", "real_capacity", "inqueue")
               for u in ("milli_cpu", "memory_bytes", "scalar_resources")]]
     assert {f"volcano_{n}" for n in spec} <= names
+
+
+# Every metric Volcano's scheduler defines, from volcano-sh/volcano pkg/scheduler/metrics/{metrics,job,namespace,
+# queue}.go (Subsystem "volcano"; Go's client exports each under exactly this name), plus the queue PodGroup counts
+# that Volcano's controller exports (pkg/controllers/metrics/queue.go) and lahar's scheduler exports here.
+VOLCANO_SCHEDULER = {
+    "counter": ["schedule_attempts_total", "total_preemption_attempts", "eviction_transactions_total",
+                "job_retry_counts"],
+    "histogram": ["e2e_scheduling_latency_milliseconds", "open_session_duration_milliseconds",
+                  "e2e_job_scheduling_latency_milliseconds", "plugin_scheduling_latency_milliseconds",
+                  "action_scheduling_latency_milliseconds", "task_scheduling_latency_milliseconds",
+                  "scheduling_stage_duration_milliseconds"],
+    "gauge": ["e2e_job_scheduling_duration", "e2e_job_scheduling_start_time", "e2e_job_scheduling_last_time",
+              "pod_preemption_victims", "unschedule_task_count", "unschedule_job_count", "goroutines", "job_share",
+              "namespace_share", "namespace_weight", "namespace_weighted_share", "queue_share", "queue_weight",
+              "queue_overused",
+              *[f"queue_{kind}_{unit}" for kind in ("allocated", "request", "deserved", "capacity", "real_capacity",
+                                                    "inqueue")
+                for unit in ("milli_cpu", "memory_bytes", "scalar_resources")]],
+}
+VOLCANO_CONTROLLER = [f"queue_pod_group_{s}_count" for s in ("inqueue", "pending", "running", "unknown", "completed")]
+LAHAR_OWN = ["lahar_scheduler_conf_errors_total", "lahar_scheduler_ticks_dropped_total"]
+
+
+def _families(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.M))
+
+
+def test_exported_names_are_volcanos(exposition: str) -> None:
+    volcano = {f"volcano_{n}" for names in VOLCANO_SCHEDULER.values() for n in names}
+    volcano |= {f"volcano_{n}" for n in VOLCANO_CONTROLLER}
+    assert set(_families(exposition)) == volcano | set(LAHAR_OWN)
+    samples = {line.split("{")[0].split(" ")[0] for line in exposition.splitlines() if not line.startswith("#")}
+    assert not [n for n in samples if n.endswith("_created")]
+    assert not [n for n in samples if n.endswith("_total_total") or n in ("volcano_job_retry_counts_total",
+                                                                        "volcano_total_preemption_attempts_total")]
+
+
+@pytest.mark.parametrize("name", VOLCANO_SCHEDULER["histogram"])
+def test_histograms_keep_their_series(exposition: str, name: str) -> None:
+    assert _families(exposition)[f"volcano_{name}"] == "histogram"
+    assert f"volcano_{name}_count" in exposition and f"volcano_{name}_sum" in exposition
+
+
+@pytest.mark.parametrize("name", ["schedule_attempts_total", "eviction_transactions_total"])
+def test_counters_named_with_total_stay_counters(exposition: str, name: str) -> None:
+    assert _families(exposition)[f"volcano_{name}"] == "counter"
+
+
+def test_fresh_registries_are_independent() -> None:
+    a, b = SchedulerMetrics(), SchedulerMetrics()
+    a.job_retries.labels("j").inc()
+    assert "volcano_job_retry_counts{" not in generate_latest(b.registry).decode()
+    assert 'volcano_job_retry_counts{job_id="j"} 1.0' in generate_latest(a.registry).decode()
