@@ -6,7 +6,8 @@ The route table (`webhooks.routes`) calls them with a parsed review; the rules t
 - `mutate` (CREATE): queue, schedulerName (first of `config.scheduler_names`), maxRetry, task names, task
   minAvailable/maxRetry, hostNetwork dnsPolicy, job minAvailable, implied `svc`/`ssh` plugins — Volcano's patch ops
   in Volcano's order. Any other operation is refused with Volcano's "expect operation to be 'CREATE' ".
-- `validate` (CREATE, UPDATE): every check of spec §4.2 with Volcano's texts, plus lahar's device-request checks
+- `validate` (CREATE, UPDATE): every check of spec §4.2 with Volcano's texts (an UPDATE compares old and new with
+  the mutate defaults applied to both, so re-applying the same manifest is allowed), plus lahar's device-request checks
   (`webhooks.devices.check_pod_spec`) on each task template, reported as ` spec.task[<i>].template: <msg>;`.
 """
 
@@ -41,6 +42,7 @@ def validate(req: Request, lookups: Lookups, config: AdmissionConfig | None = No
                                     device_check=devices.check_pod_spec, config=config)
         return Verdict.deny(msg.strip()) if msg else Verdict.allow()
     if req.operation == "UPDATE":
-        err = rules.validate_update(req.old_object or {}, job)
+        err = rules.validate_update(req.old_object or {}, job, scheduler_name=config.scheduler_names[0],
+                                    default_queue=config.default_queue)
         return Verdict.deny(err) if err else Verdict.allow()
     return Verdict.deny("expect operation to be 'CREATE' or 'UPDATE'")
