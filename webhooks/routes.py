@@ -67,7 +67,8 @@ class Route:
 
 # path, module, function, group, version, plural, operations (as registered in deploy/webhooks/, spec §4)
 _TABLE: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
-    ("/jobs/mutate", "lahar.webhooks.jobs", "mutate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE",)),
+    ("/jobs/mutate", "lahar.webhooks.jobs", "mutate", VOLCANO_BATCH, "v1alpha1", "jobs",
+     ("CREATE", "UPDATE")),  # Volcano: CREATE; the defaults again on UPDATE keep a re-applied manifest a no-op
     ("/jobs/validate", "lahar.webhooks.jobs", "validate", VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE", "UPDATE")),
     ("/pods/mutate", "lahar.webhooks.pods", "mutate", "", "v1", "pods", ("CREATE",)),
     ("/pods/validate", "lahar.webhooks.pods", "validate", "", "v1", "pods", ("CREATE",)),

@@ -494,7 +494,7 @@ def test_mutate_scheduler_name_from_config() -> None:
 
 
 def test_mutate_refuses_other_operations() -> None:
-    verdict = mutate(job(), operation="UPDATE")
+    verdict = mutate(job(), operation="DELETE")
     assert (verdict.allowed, verdict.message) == (False, "expect operation to be 'CREATE' ")
 
 

@@ -136,3 +136,20 @@ def queue(state: str = "", *, parent: str = "", deleting: bool = False) -> dict:
         "open-under-closed-parent-is-the-controllers-business", "new-being-deleted"])
 def test_job_queue_state(q: dict, parent: dict | None, state: str) -> None:
     assert rules.job_queue_state(q, parent) == state
+
+
+@pytest.mark.parametrize(("first", "again"), [(c[1], c[2]) for c in REAPPLY_CASES if c[3] is None],
+                         ids=[c[0] for c in REAPPLY_CASES if c[3] is None])
+def test_mutate_on_update_restores_the_defaults_a_reapply_drops(first: dict, again: dict) -> None:
+    """The merge patch of a re-apply sends `tasks` whole, without the task defaults; `/jobs/mutate` on UPDATE puts
+    them back, so an unchanged manifest stores exactly what was stored."""
+    old = stored(first)
+    new = copy.deepcopy(old)
+    new["spec"] = {**old["spec"], **again["spec"]}
+    req = review.request_for(new, resource="jobs", operation="UPDATE", old_object=old)
+    verdict = jobs.mutate(req, StaticLookups(), AdmissionConfig())
+    assert verdict.allowed
+    result = jsonpatch.apply_patch(copy.deepcopy(new), verdict.patch or [])
+    if again == first:
+        assert result == old
+    assert all(t.get("maxRetry") == 3 and t.get("minAvailable") is not None for t in result["spec"]["tasks"])
