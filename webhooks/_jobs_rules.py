@@ -32,12 +32,12 @@ __all__ = [
     "is_dag",
     "job_queue_state",
     "mpi_task_names",
+    "update_difference",
     "validate_create",
     "validate_io",
     "validate_policies",
     "validate_spec",
     "validate_update",
-    "update_difference",
 ]
 
 DEFAULT_MAX_RETRY = 3
