@@ -3,21 +3,24 @@
 Pure functions over the registry and the CRD objects, called by `devcluster.server`. Each group-version's PATCH
 operation carries `x-kubernetes-group-version-kind` and a `fieldValidation` parameter, so kubectl validates
 server-side and never asks `/openapi/v2`. Custom resources get their CRD's `openAPIV3Schema` as a component
-(for `kubectl explain`); built-in kinds get none, so kubectl computes strategic merge patches from its
-compiled-in types.
+(for `kubectl explain`); built-in kinds get Kubernetes' own schemas (`devcluster.builtin_schemas`), with the
+`x-kubernetes-patch-*` extensions kubectl computes strategic merge patches from. The documents are built once per
+set of served types and CRDs (`devcluster.server` caches them with their hash).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import threading
 from typing import Any
 
 import orjson
 
+from lahar.devcluster import builtin_schemas
 from lahar.kube.resources import Registry, ResourceType
 
-__all__ = ["document_hash", "group_version_document", "group_version_key", "index", "schema_name"]
+__all__ = ["document_hash", "group_version_document", "group_version_key", "index", "schema_name", "warm_up"]
 
 Obj = dict[str, Any]
 
@@ -222,6 +225,7 @@ def group_version_document(registry: Registry, group: str, version: str, crds: l
         return None
     paths: dict[str, Obj] = {}
     schemas: dict[str, Obj] = dict(_META_SCHEMAS)
+    schemas.update(builtin_schemas.closure(_META_SCHEMAS))   # Kubernetes' own ObjectMeta & co. when available
     for rt in types:
         crd_version = _crd_version(crds, rt)
         custom = crd_version is not None
@@ -229,6 +233,9 @@ def group_version_document(registry: Registry, group: str, version: str, crds: l
         if crd_version is not None:
             name = schema_name(rt)
             schemas[name] = _cr_schema(rt, crd_version)
+            schema = _ref(name)
+        elif (name := builtin_schemas.kind_schema_name(rt.group, rt.version, rt.kind)) is not None:
+            schemas.update(builtin_schemas.closure([name]))
             schema = _ref(name)
         paths.update(_paths_for(rt, schema, custom))
     return {
@@ -246,3 +253,9 @@ def document_hash(doc: Obj) -> str:
 def index(hashes: dict[str, str]) -> Obj:
     """`GET /openapi/v3`: `{"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=..."}, ...}}`."""
     return {"paths": {key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={h}"} for key, h in sorted(hashes.items())}}
+
+
+def warm_up() -> None:
+    """Read Kubernetes' schemas in a background thread (about a second, once per process), so that the first
+    `/openapi/v3` request — every kubectl's first call — does not wait for it."""
+    threading.Thread(target=builtin_schemas.definitions, name="openapi-warm-up", daemon=True).start()

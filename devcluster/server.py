@@ -28,7 +28,7 @@ import orjson
 import uvicorn
 import yaml
 
-from lahar.devcluster import config, discovery, openapi, protobuf, tables
+from lahar.devcluster import config, discovery, openapi, podlogs, protobuf, tables
 from lahar.kube import errors
 from lahar.kube.resources import Registry, ResourceType, core
 
@@ -360,7 +360,11 @@ class ApiServer:
             raise _Reply(201, _dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                       "code": 201}))
         if sub == "log":
-            raise _Reply(200, b"", b"text/plain")
+            if method != "GET":
+                raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+            await podlogs.serve(lambda: self._call(self.store.get, rt, ns, name), query.get, receive, send,
+                                closing=lambda: self._closing)
+            return
         if sub == "scale":
             await self._scale(rt, ns, name, method, query, headers, receive, warnings)
         if method == "GET":
@@ -815,6 +819,7 @@ class DevCluster:
         if self._thread is not None:
             raise RuntimeError("devcluster already started")
         self._server = self._prepare()
+        openapi.warm_up()
         server, sock = self._server, self._socket
         self._thread = threading.Thread(target=lambda: server.run(sockets=[sock]), name="devcluster",
                                         daemon=True)
@@ -829,6 +834,7 @@ class DevCluster:
     def serve_forever(self) -> None:
         """Serve in the calling (main) thread until SIGINT/SIGTERM."""
         self._server = self._prepare()
+        openapi.warm_up()
         self._start_ticker()
         try:
             self._server.run(sockets=[self._socket])

@@ -30,7 +30,9 @@ __all__ = [
     "apply_defaults",
     "default_patch",
     "is_dag",
+    "job_queue_state",
     "mpi_task_names",
+    "update_difference",
     "validate_create",
     "validate_io",
     "validate_policies",
@@ -417,12 +419,31 @@ class _TemplateChecks:
         return template_msg, "".join(f" spec.task[{index}].template: {e};" for e in entry[2])
 
 
+_CLOSING_STATES = ("Closed", "Closing")
+
+
+def job_queue_state(queue: Mapping[str, Any], parent: Mapping[str, Any] | None = None) -> str:
+    """The state a job's queue has for admission: its `status.state`; a queue with no state yet counts as `Open`
+    (lahar, beyond Volcano: a Queue and its Job applied from one file), unless it is being closed — deleted, or
+    under a Closed/Closing parent (the queue controller closes it on its first sync) — then it stays ``."""
+    state = str(_dict(queue.get("status")).get("state") or "")
+    if state:
+        return state
+    if _dict(queue.get("metadata")).get("deletionTimestamp"):
+        return ""
+    if parent is not None and str(_dict(parent.get("status")).get("state") or "") in _CLOSING_STATES:
+        return ""
+    return "Open"
+
+
 def _queue_errors(queue_name: str, lookups: QueueLookups) -> str:
     queue = lookups.queue(queue_name)
     if queue is None:
         return f' unable to find job queue: queue.scheduling.volcano.sh "{queue_name}" not found;'
     msg = ""
-    state = str(_dict(queue.get("status")).get("state") or "")
+    parent_name = str(_dict(queue.get("spec")).get("parent") or "")
+    parent = lookups.queue(parent_name) if parent_name and not _dict(queue.get("status")).get("state") else None
+    state = job_queue_state(queue, parent)
     name = str(_dict(queue.get("metadata")).get("name") or queue_name)
     if state != "Open":
         msg += f" can only submit job to queue with state `Open`, queue `{name}` status is `{state}`;"
@@ -547,8 +568,45 @@ def _comparable_spec(spec: Mapping[str, Any]) -> Any:
     return _normalized(spec)
 
 
-def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
-    """`validateJobUpdate`: the first error, or None when the change is allowed."""
+def _first_difference(old: Any, new: Any, path: str) -> str | None:
+    """The path of the first place two normalized JSON values differ (`spec.tasks[0].template...`), or None."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if key not in old or key not in new:
+                return f"{path}.{key}"
+            found = _first_difference(old[key], new[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return path
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            found = _first_difference(a, b, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if _same_json(old, new) else path
+
+
+def update_difference(old_spec: Mapping[str, Any], new_spec: Mapping[str, Any], *, scheduler_name: str = "volcano",
+                      default_queue: str = "default") -> str | None:
+    """The first field outside what Volcano lets an update change (`minAvailable`, task `replicas` and
+    `minAvailable`, `priorityClassName`) that differs between two JobSpecs, or None.
+
+    Both sides are compared with the `/jobs/mutate` defaults applied (lahar, beyond Volcano): the defaults the
+    webhook filled in on CREATE are in the stored object but not in the user's manifest, so a re-applied manifest
+    (`kubectl apply` twice, `kubectl diff`, a GitOps sync) compares equal to what is stored."""
+    def comparable(spec: Mapping[str, Any]) -> Any:
+        return _comparable_spec(apply_defaults(spec, scheduler_name=scheduler_name, default_queue=default_queue))
+
+    return _first_difference(comparable(old_spec), comparable(new_spec), "spec")
+
+
+def validate_update(old: Mapping[str, Any], new: Mapping[str, Any], *, scheduler_name: str = "volcano",
+                    default_queue: str = "default") -> str | None:
+    """`validateJobUpdate`: the first error, or None when the change is allowed; a change Volcano forbids is
+    refused with Volcano's message and the field that changed (`...: spec.queue changed`)."""
     old_spec, new_spec = _dict(old.get("spec")), _dict(new.get("spec"))
     job_name = str(_dict(new.get("metadata")).get("name") or "")
     total = 0
@@ -577,6 +635,7 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | Non
         return NETWORK_TOPOLOGY_CONFLICT
     if len(_tasks(old_spec)) != len(_tasks(new_spec)):
         return UPDATE_ADD_REMOVE
-    if _comparable_spec(old_spec) != _comparable_spec(new_spec):
-        return UPDATE_OTHER_FIELDS
+    changed = update_difference(old_spec, new_spec, scheduler_name=scheduler_name, default_queue=default_queue)
+    if changed:
+        return f"{UPDATE_OTHER_FIELDS}: {changed} changed"
     return None

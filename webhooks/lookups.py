@@ -1,7 +1,7 @@
 """Read-only cluster state the admission rules look up: queues, namespaces, Volcano Jobs, PodGroups, PriorityClasses.
 
-Handlers get a `Lookups`; the webhook server passes `InformerLookups` (watch-fed caches, never an API call per
-review), `lahar admit` and unit tests pass `StaticLookups` (a list of objects). Objects returned are shared:
+Handlers get a `Lookups`; the webhook server passes `InformerLookups` (watch-fed caches; the only API call is a
+queue the cache has not seen yet), `lahar admit` and unit tests pass `StaticLookups` (a list of objects). Objects returned are shared:
 read them, never change them. Both also answer `child_queue_count(name)` from an index (the job rules' leaf-queue
 check, on every Job review), where a plain `Lookups` is scanned with `queues()`.
 """
@@ -248,7 +248,22 @@ class InformerLookups:
     # -- look-ups -----------------------------------------------------------------------------------------------
 
     def queue(self, name: str) -> dict | None:
-        return self._informers["queues"].get(None, name)
+        """The queue from the informer; on a miss, read once from the API server: a Queue applied just before its
+        Job (`kubectl apply -f` of one file) may not have reached the informer yet."""
+        informer = self._informers["queues"]
+        found = informer.get(None, name)
+        if found is not None or not name:
+            return found
+        with self._lock:
+            if "queues" in self._missing:
+                return None
+        try:
+            return self.client.get(informer.rt, name)
+        except errors.NotFound:
+            return None
+        except Exception as e:  # noqa: BLE001 - API unreachable: answer as the informer does (not found)
+            log.warning("lookups: reading queue %s failed: %s", name, e)
+            return None
 
     def queues(self) -> list[dict]:
         return self._informers["queues"].list()

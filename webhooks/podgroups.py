@@ -21,6 +21,7 @@ from typing import Any
 from lahar.kube import quantity
 from lahar.kube.models import labels
 from lahar.policies.admission import AdmissionConfig
+from lahar.webhooks import _jobs_rules
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict
 
@@ -73,7 +74,9 @@ def _queue_state_error(queue_name: str, lookups: Lookups) -> str:
     queue = lookups.queue(queue_name)
     if queue is None:
         return f'unable to find queue: queue.scheduling.volcano.sh "{queue_name}" not found'
-    state = str((queue.get("status") or {}).get("state") or "")
+    parent_name = str((queue.get("spec") or {}).get("parent") or "")
+    parent = lookups.queue(parent_name) if parent_name and not (queue.get("status") or {}).get("state") else None
+    state = _jobs_rules.job_queue_state(queue, parent)   # a queue with no state yet counts as Open, as for Jobs
     if state != "Open":
         return (f"can only submit PodGroup to queue with state `Open`, queue `{queue_name}` status is `{state}`. ")
     return ""

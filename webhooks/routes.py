@@ -67,7 +67,8 @@ class Route:
 
 # path, handler, group, version, plural, operations (as registered in deploy/webhooks/, spec §4)
 _TABLE: tuple[tuple[str, Handler, str, str, str, tuple[str, ...]], ...] = (
-    ("/jobs/mutate", jobs.mutate, VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE",)),
+    ("/jobs/mutate", jobs.mutate, VOLCANO_BATCH, "v1alpha1", "jobs",
+     ("CREATE", "UPDATE")),  # Volcano: CREATE; the defaults again on UPDATE keep a re-applied manifest a no-op
     ("/jobs/validate", jobs.validate, VOLCANO_BATCH, "v1alpha1", "jobs", ("CREATE", "UPDATE")),
     ("/pods/mutate", pods.mutate, "", "v1", "pods", ("CREATE",)),
     ("/pods/validate", pods.validate, "", "v1", "pods", ("CREATE",)),

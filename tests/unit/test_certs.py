@@ -153,7 +153,7 @@ def test_unusable_secret_reads_as_nothing(secret: dict | None) -> None:
 
 VOLCANO_HOOKS = {
     # name → (path, group, resource, operations)
-    "mutatejob.volcano.sh": ("/jobs/mutate", "batch.volcano.sh", "jobs", ["CREATE"]),
+    "mutatejob.volcano.sh": ("/jobs/mutate", "batch.volcano.sh", "jobs", ["CREATE", "UPDATE"]),  # beyond Volcano
     "validatejob.volcano.sh": ("/jobs/validate", "batch.volcano.sh", "jobs", ["CREATE", "UPDATE"]),
     "mutatepod.volcano.sh": ("/pods/mutate", "", "pods", ["CREATE"]),
     "validatepod.volcano.sh": ("/pods/validate", "", "pods", ["CREATE"]),

@@ -147,7 +147,7 @@ def test_informer_lookups_follow_the_cluster():
         assert lk.priority_class("high")["value"] == 1000
         assert lk.child_queue_count("q1") == 0
         client.create(QUEUES, queue("q2", parent="q1"))
-        wait_until(lambda: lk.queue("q2") is not None)
+        wait_until(lambda: len(lk.queues()) == 2)      # queue() alone would read through to the API
         assert lk.child_queue_count("q1") == 1       # from the informer's parent index
         client.delete(QUEUES, "q2")
         wait_until(lambda: lk.child_queue_count("q1") == 0)
@@ -215,3 +215,36 @@ def test_informer_lookups_not_ready_while_the_api_is_down():
         assert lk.wait_for_sync(10)
     finally:
         lk.stop()
+
+
+class LaggingQueues(NoCrds):
+    """The cluster client port whose queue list and watch see nothing (an informer that has not caught up yet),
+    while `get` answers from the cluster."""
+
+    def __init__(self, inner: MemoryClient) -> None:
+        super().__init__(inner)
+        self.installed.set()
+        self.gets: list[str] = []
+
+    def list(self, rt, **kw):
+        return self.inner.list(rt, **(kw | ({"label_selector": "lahar.test/never"} if rt == QUEUES else {})))
+
+    def watch(self, rt, **kw):
+        return self.inner.watch(rt, **(kw | ({"label_selector": "lahar.test/never"} if rt == QUEUES else {})))
+
+    def get(self, rt, name, **kw):
+        self.gets.append(name)
+        return self.inner.get(rt, name, **kw)
+
+
+def test_informer_lookups_read_a_queue_the_cache_has_not_seen_from_the_api():
+    """A Queue applied just before its Job (one `kubectl apply -f`) may not be in the informer yet."""
+    inner = MemoryClient.with_crds()
+    inner.create(QUEUES, queue("team", state=""))
+    client = LaggingQueues(inner)
+    with InformerLookups(client, probe_interval=0.05) as lk:
+        assert lk.wait_for_sync(5)
+        assert lk.queues() == []                      # the cache has not seen it
+        assert lk.queue("team")["metadata"]["name"] == "team"
+        assert lk.queue("nowhere") is None
+    assert client.gets == ["team", "nowhere"]

@@ -223,7 +223,9 @@ def test_validate_hierarchy(queue_name: str, expected: str | None) -> None:
 SPEC_CASES: list[tuple[str, dict, tuple[dict, ...], str | None]] = [
     ("closed-queue", job("c", queue="q1"), (queue("q1", state="Closed"),),
      "can only submit job to queue with state `Open`, queue `q1` status is `Closed`;"),
-    ("queue-without-state", job("c", queue="q1"), (queue("q1", state=""),),
+    ("queue-without-state-counts-as-open", job("c", queue="q1"), (queue("q1", state=""),), None),  # beyond Volcano
+    ("queue-without-state-under-closed-parent", job("c", queue="q1"),
+     (queue("p", state="Closed"), queue("q1", parent="p", state="")),
      "can only submit job to queue with state `Open`, queue `q1` status is ``;"),
     ("closed-parent-queue-counts-children", job("c", queue="p"),
      (queue("p", state="Closed"), queue("c1", parent="p"), queue("c2", parent="p")),
@@ -383,8 +385,8 @@ UPDATE_CASES: list[tuple[str, dict, str | None]] = [
      "job 'minAvailable' must not be greater than total replicas"),
     ("scale-down", _changed(replicas=4, min_available=3), None),
     ("invalid-add-task", _changed(replicas=4, min_available=5, add_task=True), "job updates may not add or remove tasks"),
-    ("invalid-rename-task", _changed(rename_task=True), rules.UPDATE_OTHER_FIELDS),
-    ("invalid-change-queue", _changed(queue="mutated-queue"), rules.UPDATE_OTHER_FIELDS),
+    ("invalid-rename-task", _changed(rename_task=True), f"{rules.UPDATE_OTHER_FIELDS}: spec.tasks[0].name changed"),
+    ("invalid-change-queue", _changed(queue="mutated-queue"), f"{rules.UPDATE_OTHER_FIELDS}: spec.queue changed"),
     ("negative-replicas", _changed(replicas=-1, min_available=0), "'replicas' must be >= 0 in task: task-1"),
     ("negative-task-min-available", _changed(task_min_available=-1), "'minAvailable' must be >= 0 in task: task-1"),
     ("task-min-available-over-replicas", _changed(task_min_available=6),
@@ -392,7 +394,7 @@ UPDATE_CASES: list[tuple[str, dict, str | None]] = [
     ("negative-min-available", _changed(min_available=-1), "job 'minAvailable' must be >= 0"),
     ("priority-class-may-change", _changed(priorityClassName="high"), None),
     ("task-min-available-may-change", _changed(task_min_available=3), None),
-    ("max-retry-may-not-change", _changed(maxRetry=7), rules.UPDATE_OTHER_FIELDS),
+    ("max-retry-may-not-change", _changed(maxRetry=7), f"{rules.UPDATE_OTHER_FIELDS}: spec.maxRetry changed"),
     ("network-topology-conflict", _changed(networkTopology={"highestTierAllowed": 1, "highestTierName": "x"}),
      rules.NETWORK_TOPOLOGY_CONFLICT),
 ]
@@ -492,7 +494,7 @@ def test_mutate_scheduler_name_from_config() -> None:
 
 
 def test_mutate_refuses_other_operations() -> None:
-    verdict = mutate(job(), operation="UPDATE")
+    verdict = mutate(job(), operation="DELETE")
     assert (verdict.allowed, verdict.message) == (False, "expect operation to be 'CREATE' ")
 
 

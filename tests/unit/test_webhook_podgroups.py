@@ -101,6 +101,8 @@ def test_mutate_only_on_create() -> None:
 STATE = [
     queue("test-queue"),
     queue("closed-queue", "Closed"),
+    queue("new-queue", None),
+    queue("new-under-closed", None, parent="closed-queue"),
     queue("capped", cap={"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "4"}),
     queue("team", cap={"cpu": "100"}),
     queue("team-dev", parent="team"),
@@ -114,6 +116,9 @@ VALIDATE_CASES = [
     ("closed queue", podgroup(queue="closed-queue"),
      "can only submit PodGroup to queue with state `Open`, queue `closed-queue` status is `Closed`."),
     ("empty queue", podgroup(queue=""), None),
+    ("queue without a state yet counts as open", podgroup(queue="new-queue"), None),
+    ("queue without a state under a closed parent", podgroup(queue="new-under-closed"),
+     "can only submit PodGroup to queue with state `Open`, queue `new-under-closed` status is ``."),
     ("missing queue", podgroup(queue="nope"), 'unable to find queue: queue.scheduling.volcano.sh "nope" not found'),
     ("both tier fields", podgroup(topology=BOTH), NT),
     ("both tier fields in a subgroup", podgroup(subgroups=[{"name": "a", "networkTopology": BOTH},
