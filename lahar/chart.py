@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ChartError", "render", "render_objects"]
+__all__ = ["ChartError", "merge", "render", "render_objects"]
 
 
 class ChartError(ValueError):
@@ -321,6 +321,7 @@ class _Value:
 
 
 _NOTHING = object()
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are large
 
 
 def _walk(v: Any, path: str) -> Any:
@@ -395,7 +396,7 @@ def render_objects(chart: Path, *, values: dict[str, Any] | None = None, include
     objs: list[dict] = []
     for where, text in render(chart, values=values, include_crds=include_crds, **options).items():
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=_LOADER))
         except yaml.YAMLError as e:
             raise ChartError(f"{where}: rendered YAML does not parse: {e}") from e
         for doc in docs:

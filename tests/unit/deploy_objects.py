@@ -24,7 +24,7 @@ def kustomize() -> list[dict]:
         pytest.skip("kubectl not on PATH (it renders the kustomize base)")
     out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return [d for d in yaml.load_all(out.stdout, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
 
 
 def chart(values: dict[str, Any] | None = None) -> list[dict]:
