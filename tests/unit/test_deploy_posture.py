@@ -118,10 +118,11 @@ def test_the_password_reaches_celery_through_env_never_argv(rendered: list[dict]
         names = [e["name"] for e in c["env"]]
         assert names.index("REDIS_PASSWORD") < names.index("REDIS_URL"), name  # $(VAR) expands earlier vars only
         assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "lahar-redis-auth"
-        assert env["REDIS_URL"]["value"] == f"redis://:$(REDIS_PASSWORD)@lahar-redis.{NS}.svc:6379/0"
+        assert env["REDIS_URL"]["value"] == "redis://:$(REDIS_PASSWORD)@$(REDIS_ADDRESS)"
     assert seen == {"lahar-webhook", "lahar-dispatch", "lahar-worker", "lahar-scheduler", "lahar-beat",
                     "lahar-flower"}
-    assert "REDIS_URL" not in by_kind(rendered, "ConfigMap")["lahar-env"]["data"]
+    data = by_kind(rendered, "ConfigMap")["lahar-env"]["data"]  # envFrom: defined before env, so $(...) expands
+    assert "REDIS_URL" not in data and data["REDIS_ADDRESS"] == f"lahar-redis.{NS}.svc:6379/0"
 
 
 # -- the webhook's certificates and bind address (issue 18, deploy posture) -------------------------------------
