@@ -342,3 +342,18 @@ def test_helm_template_agrees(tmp_path: Path, values: dict[str, Any], check: Cal
 
 def test_workloads_helper_sees_every_pod() -> None:
     assert {n for n, _ in workloads(chart())} >= {"lahar-webhook", "lahar-worker", "lahar-redis", "lahar-certs"}
+
+
+def test_package_data_ships_the_chart_and_the_dashboard() -> None:
+    """pyproject's "lahar.deploy" globs cover every file of the chart and deploy/grafana (what a wheel carries)."""
+    import glob
+    import os
+    import tomllib
+
+    deploy = CHART.parents[1]
+    pyproject = tomllib.loads((deploy.parent / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["lahar.deploy"]
+    shipped = {Path(p) for pattern in patterns for p in glob.glob(str(deploy / pattern), recursive=True)}
+    wanted = {Path(root) / f for folder in (CHART, deploy / "grafana")
+              for root, _, files in os.walk(folder, followlinks=True) for f in files}
+    assert wanted and not wanted - shipped, sorted(map(str, wanted - shipped))
