@@ -203,3 +203,18 @@ def test_aggregated_vcjob_roles(rendered: list[dict], role: str, label: str, ver
     assert (verb in {v for r in jobs for v in r["verbs"]}) is want
     if role.endswith("viewer"):
         assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in obj["rules"])
+
+
+def test_celery_and_flower_show_the_broker_url_masked() -> None:
+    """What Flower's broker page (`conn.as_uri()`) and `celery inspect conf` (censored table) show of REDIS_URL."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from lahar.worker import app\n"
+            "print(app.connection().as_uri())\n"
+            "print(repr(app.conf.table(with_defaults=False, censored=True)))\n")
+    env = {**os.environ, "REDIS_URL": "redis://:s3cr3t-pw@redis.example:6379/0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "redis.example:6379" in out.stdout and "s3cr3t-pw" not in out.stdout + out.stderr
