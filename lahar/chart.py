@@ -185,6 +185,8 @@ class _Renderer:
                 out.append(n.text)
             elif n.kind == "action":
                 value = self.pipeline(n.text, dot, scope, where)
+                if isinstance(value, dict | list):
+                    raise ChartError(f"{where}: {{{{ {n.text} }}}} prints a map or list; pipe it to toYaml")
                 if value is not _NOTHING:
                     out.append("" if value is None else _format(value))
             elif n.kind == "if":
@@ -333,8 +335,6 @@ def _walk(v: Any, path: str) -> Any:
 def _format(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, dict | list):
-        return "map[...]" if isinstance(v, dict) else "[...]"
     return str(v)
 
 

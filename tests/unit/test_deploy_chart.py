@@ -259,6 +259,7 @@ UNSUPPORTED = [
     ("undefined-include", '{{ include "nope" . }}', "nope"),
     ("undefined-variable", "{{ $x }}", "$x"),
     ("required", '{{ required "redis.url is needed" .Values.url }}', "redis.url is needed"),
+    ("prints-a-map", "r: {{ .Values }}", "pipe it to toYaml"),
 ]
 
 
