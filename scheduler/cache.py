@@ -105,30 +105,42 @@ class ConfState:
 
 class ConfSource:
     """The scheduler configuration from ConfigMap `lahar-scheduler-configmap` (key `volcano-scheduler.conf`),
-    re-parsed when it changes; a bad version keeps the last good configuration and reports why once."""
+    re-parsed when it changes; a bad version keeps the last good configuration and reports why once.
+
+    `namespaces` limits the look-up to those namespaces (one informer each, so the process needs only a Role
+    there, as deploy/ grants); empty looks cluster-wide. Either way lahar-system wins over volcano-system."""
 
     def __init__(self, client: ClusterClient, registry: Registry, *, name: str = CONFIGMAP_NAME,
-                 key: str = CONFIGMAP_KEY, on_error: Callable[[dict, str], None] | None = None) -> None:
+                 key: str = CONFIGMAP_KEY, on_error: Callable[[dict, str], None] | None = None,
+                 namespaces: tuple[str, ...] = ()) -> None:
         self.registry = registry
         self.name = name
         self.key = key
         self.on_error = on_error
         rt = client.registry.get("", "v1", "configmaps")
         assert rt is not None
-        self.informer = Informer(client, rt, field_selector=f"metadata.name={name}")
+        self.informers = [Informer(client, rt, namespace=ns, field_selector=f"metadata.name={name}")
+                          for ns in (namespaces or (None,))]
         self._default = confs.default_conf(registry.plugin_names)
         self._state = ConfState(self._default, "default")
         self._seen: str | None = None
 
+    @property
+    def informer(self) -> Informer:
+        """The first (with no namespaces: the only) informer."""
+        return self.informers[0]
+
     def start(self, timeout: float | None = 30.0) -> bool:
-        self.informer.start()
-        return self.informer.wait_for_sync(timeout)
+        for informer in self.informers:
+            informer.start()
+        return all([informer.wait_for_sync(timeout) for informer in self.informers])
 
     def stop(self) -> None:
-        self.informer.stop()
+        for informer in self.informers:
+            informer.stop()
 
     def _pick(self) -> dict | None:
-        items = [cm for cm in self.informer.list() if cm["metadata"]["name"] == self.name]
+        items = [cm for informer in self.informers for cm in informer.list() if cm["metadata"]["name"] == self.name]
         if not items:
             return None
         items.sort(key=lambda cm: (PREFERRED_NAMESPACES.index(cm["metadata"].get("namespace"))

@@ -24,7 +24,7 @@ from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_session
 
-__all__ = ["LEASE_KEY", "RedisLease", "Runner", "configure", "lease_ttl", "register", "runner"]
+__all__ = ["LEASE_KEY", "RedisLease", "Runner", "conf_namespaces", "configure", "lease_ttl", "register", "runner"]
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +92,13 @@ class Runner:
     """Everything one `lahar scheduler` process keeps between ticks: client, cache, configuration, lease."""
 
     def __init__(self, client: ClusterClient, *, lease: RedisLease | None = None, registry: Registry | None = None,
-                 metrics: SchedulerMetrics | None = None, workers: int = 16) -> None:
+                 metrics: SchedulerMetrics | None = None, workers: int = 16,
+                 conf_namespaces: tuple[str, ...] = ()) -> None:
         self.client = client
         self.registry = registry if registry is not None else in_tree_registry()
         self.cache = SchedulerCache(client)
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
-        self.conf = ConfSource(client, self.registry, on_error=self._conf_error)
+        self.conf = ConfSource(client, self.registry, on_error=self._conf_error, namespaces=conf_namespaces)
         self.lease = lease
         self.workers = workers
         self._local = threading.Lock()
@@ -160,6 +161,12 @@ def configure(r: Runner | None) -> None:
     _runner = r
 
 
+def conf_namespaces(settings: Any) -> tuple[str, ...]:
+    """`LAHAR_SCHEDULER_CONF_NAMESPACES` ("lahar-system,volcano-system"; empty: every namespace) as a tuple."""
+    raw = str(getattr(settings, "scheduler_conf_namespaces", "") or "")
+    return tuple(ns.strip() for ns in raw.split(",") if ns.strip())
+
+
 def runner() -> Runner:
     """The process's runner, built from settings on first use (KUBECONFIG / in-cluster, REDIS_URL)."""
     global _runner
@@ -174,7 +181,7 @@ def runner() -> Runner:
         lease = None
         if s is not None and s.redis_url:
             lease = RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=lease_ttl(s.schedule_period))
-        _runner = Runner(client, lease=lease)
+        _runner = Runner(client, lease=lease, conf_namespaces=conf_namespaces(s))
     return _runner
 
 

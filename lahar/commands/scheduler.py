@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         lease = None
         if s.redis_url and not once:
             lease = tasks.RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=tasks.lease_ttl(s.schedule_period))
-        runner = tasks.Runner(client, lease=lease)
+        runner = tasks.Runner(client, lease=lease, conf_namespaces=tasks.conf_namespaces(s))
         runner.start()
         tasks.configure(runner)
         if metrics_port:

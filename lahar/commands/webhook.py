@@ -114,7 +114,8 @@ def _static_policies(paths: list[Path]) -> list[Any]:
 
 def webhook(
     port: int = typer.Option(8443, help="HTTPS port (Volcano's webhook-manager uses 8443)."),
-    host: str = typer.Option("0.0.0.0", help="Address to listen on."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default; in a pod pass "
+                                               "--host 0.0.0.0 and admit only the API server with a NetworkPolicy)."),
     cert: Path = typer.Option(..., "--cert", exists=True, dir_okay=False, help="Serving certificate (PEM); "
                                                                                "reloaded when it changes."),
     key: Path = typer.Option(..., "--key", exists=True, dir_okay=False, help="Its private key (PEM)."),

@@ -1,48 +1,28 @@
-"""`deploy/` for a real cluster: the kustomize base renders, every object is valid for Kubernetes, and it says what
-an operator relies on (least-privilege RBAC, hardened pods with probes and resources, the webhook wiring, network
-policies, lahar's ConfigMaps parse, a Dockerfile that ships what the manifests run).
+"""`deploy/` for a real cluster: the kustomize base and the Helm chart render, every object is valid for Kubernetes,
+and they say what an operator relies on (least-privilege RBAC, hardened pods with probes and resources, the webhook
+wiring, network policies, lahar's ConfigMaps parse, a Dockerfile that ships what the manifests run). Every test runs
+on both renderings (`rendered` is parametrized): the chart with its defaults (plus the Namespace) must agree.
 
-Rendering needs the real `kubectl` (skipped without it); schemas come from `kubernetes-validate` (offline).
+The kustomize base needs the real `kubectl` (skipped without it); the chart is rendered by `lahar.chart` (no helm);
+schemas come from `kubernetes-validate` (offline).
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
+from tests.unit.deploy_objects import DEPLOY, NS, REPO, by_kind, chart, kustomize, workloads
+
 K8S_VERSION = "1.30"  # the oldest Kubernetes the manifests claim (matchConditions are GA there)
-NS = "lahar-system"
-
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[dict]:
-    out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
-def by_kind(objs: list[dict], kind: str) -> dict[str, dict]:
-    return {o["metadata"]["name"]: o for o in objs if o["kind"] == kind}
-
-
-def workloads(objs: list[dict]) -> Iterator[tuple[str, dict]]:
-    """(name, pod template spec) of every Deployment, StatefulSet, Job and CronJob."""
-    for o in objs:
-        if o["kind"] in ("Deployment", "StatefulSet", "Job"):
-            yield o["metadata"]["name"], o["spec"]["template"]["spec"]
-        elif o["kind"] == "CronJob":
-            yield o["metadata"]["name"], o["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+@pytest.fixture(scope="module", params=["kustomize", "chart"])
+def rendered(request: pytest.FixtureRequest) -> list[dict]:
+    return kustomize() if request.param == "kustomize" else chart({"createNamespace": True})
 
 
 def test_every_object_validates_against_kubernetes_schemas(rendered: list[dict]) -> None:
@@ -89,7 +69,7 @@ def test_the_base_has(rendered: list[dict], kind: str, name: str) -> None:
 def test_crds_come_first_and_webhooks_last(rendered: list[dict]) -> None:
     kinds = [o["kind"] for o in rendered]
     last_crd = max(i for i, k in enumerate(kinds) if k == "CustomResourceDefinition")
-    assert kinds[0] == "Namespace"
+    assert "Namespace" in kinds[:last_crd + 2]
     assert all(k in ("Namespace", "CustomResourceDefinition") for k in kinds[:last_crd + 1])
     assert set(kinds[-2:]) == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 
@@ -178,7 +158,7 @@ def test_settings_come_from_lahar_env(rendered: list[dict]) -> None:
     from lahar.settings import Settings
 
     data = by_kind(rendered, "ConfigMap")["lahar-env"]["data"]
-    assert data["REDIS_URL"] == f"redis://lahar-redis.{NS}.svc:6379/0"
+    assert "REDIS_URL" not in data  # it carries the password: built per container from the Secret
     for key in data:
         if key.startswith("LAHAR_"):
             assert key.removeprefix("LAHAR_").lower() in Settings.model_fields, key
@@ -270,10 +250,12 @@ RBAC = [
     ("webhook", "get", "jobs", S, None, None, True),
     ("webhook", "list", "podgroups", V, None, None, True),
     ("webhook", "list", "priorityclasses", "scheduling.k8s.io", None, None, True),
-    ("webhook", "update", "configmaps", "", NS, "lahar-admission-config", True),
-    ("webhook", "update", "configmaps", "", "default", "lahar-admission-config", False),
-    ("webhook", "get", "secrets", "", NS, "lahar-webhook-certs", True),
-    ("webhook", "get", "secrets", "", NS, "someone-elses", False),
+    ("webhook", "watch", "configmaps", "", NS, None, True),
+    ("webhook", "get", "configmaps", "", NS, "lahar-admission-config", True),
+    ("webhook", "update", "configmaps", "", NS, "lahar-admission-config", False),
+    ("webhook", "list", "configmaps", "", "default", None, False),
+    ("webhook", "get", "secrets", "", NS, "lahar-webhook-certs", False),
+    ("webhook", "update", "secrets", "", NS, "lahar-webhook-certs", False),
     ("webhook", "create", "pods", "", None, None, False),
     ("dispatch", "watch", "jobs", S, None, None, True),
     ("dispatch", "list", "commands", B, None, None, True),
@@ -286,13 +268,18 @@ RBAC = [
     ("worker", "create", "networkpolicies", "networking.k8s.io", None, None, True),
     ("worker", "create", "persistentvolumeclaims", "", None, None, True),
     ("worker", "create", "secrets", "", None, None, True),
+    ("worker", "get", "secrets", "", None, "job-1-ssh", True),
+    ("worker", "delete", "secrets", "", None, "job-1-ssh", True),
+    ("worker", "list", "secrets", "", None, None, False),
+    ("worker", "watch", "secrets", "", None, None, False),
+    ("worker", "update", "secrets", "", None, "job-1-ssh", False),
     ("worker", "create", "events", "", None, None, True),
     ("worker", "update", "jobs/status", S, None, None, True),
     ("worker", "create", "podgroups", V, None, None, True),
     ("worker", "update", "queues/status", V, None, None, True),
     ("worker", "delete", "commands", B, None, None, True),
     ("worker", "create", "jobs", S, None, None, True),
-    ("worker", "update", "leases", "coordination.k8s.io", None, None, True),
+    ("worker", "update", "leases", "coordination.k8s.io", None, None, False),  # leases live in Redis
     ("worker", "list", "replicasets", "apps", None, None, True),
     ("worker", "create", "pods/binding", "", None, None, False),
     ("worker", "list", "nodes", "", None, None, False),
@@ -303,7 +290,8 @@ RBAC = [
     ("scheduler", "patch", "queues/status", V, None, None, True),
     ("scheduler", "watch", "nodes", "", None, None, True),
     ("scheduler", "watch", "numatopologies", "nodeinfo.volcano.sh", None, None, True),
-    ("scheduler", "watch", "configmaps", "", None, None, True),
+    ("scheduler", "watch", "configmaps", "", NS, None, True),
+    ("scheduler", "watch", "configmaps", "", "default", None, False),
     ("scheduler", "create", "pods", "", None, None, False),
     ("scheduler", "update", "podgroups", V, None, None, False),
     ("scheduler", "get", "secrets", "", None, None, False),

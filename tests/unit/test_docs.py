@@ -512,6 +512,6 @@ def test_install_overlay_renders(tmp_path: Path) -> None:
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
     assert ("StatefulSet", "lahar-redis") not in kinds and ("Deployment", "lahar-webhook") in kinds
     env = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "lahar-env")
-    assert env["data"]["REDIS_URL"].endswith("@redis.example.com:6379/0")
+    assert env["data"]["REDIS_ADDRESS"] == "redis.example.com:6379/0"  # REDIS_URL is built from it per container
     images = {c["image"] for o in objs if o["kind"] == "Deployment" for c in o["spec"]["template"]["spec"]["containers"]}
     assert images == {"registry.example.com/lahar:0.1.0"}
