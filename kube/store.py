@@ -1233,9 +1233,13 @@ class Store:
         scope = ownership.status_scope(rt.subresources, subresource)
         manager = req.field_manager or ""
 
+        want_rv = config["metadata"].get("resourceVersion")
+
         def merged(cur: Obj | None) -> Obj:
             live: Obj = {}
             if cur is not None:
+                if want_rv and want_rv != cur["metadata"].get("resourceVersion"):
+                    raise _conflict(rt, name)
                 live = _copy(cur)
                 _meta(live).pop("managedFields", None)
             out, entries = apply.apply(live, config, entries=ownership.live_entries(cur), manager=manager,

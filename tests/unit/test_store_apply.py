@@ -185,3 +185,13 @@ def test_bad_apply_requests_are_4xx_naming_the_field(s: store.Store, config: Any
         s.patch(cms, "default", "c", config, patch_type=patch_type,
                 req=store.Request(field_manager=manager, force=force))
     assert caught.value.code == code and text in caught.value.message
+
+
+def test_resource_version_in_the_configuration_is_a_precondition(s: store.Store) -> None:
+    cms = rt(s, "", "configmaps")
+    live, _ = ssa(s, cms, "c", cm({"a": "1"}))
+    with pytest.raises(errors.Conflict) as caught:
+        ssa(s, cms, "c", cm({"a": "2"}, resourceVersion="1"))
+    assert "the object has been modified" in caught.value.message
+    out, _ = ssa(s, cms, "c", cm({"a": "2"}, resourceVersion=live["metadata"]["resourceVersion"]))
+    assert out["data"] == {"a": "2"}
