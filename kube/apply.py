@@ -17,7 +17,7 @@ from lahar.kube import errors, fieldsets
 from lahar.kube.fieldsets import Path
 from lahar.kube.fieldtypes import Types
 
-__all__ = ["BEFORE_FIRST_APPLY", "Entry", "ManagedFieldsError", "apply", "conflict_error", "decode_managed",
+__all__ = ["BEFORE_FIRST_APPLY", "Entry", "ManagedFieldsError", "apply", "conflict_error", "diff", "decode_managed",
            "encode_managed", "is_reset", "manager_from_user_agent", "merge", "update"]
 
 Obj = dict[str, Any]
@@ -109,11 +109,22 @@ def manager_from_user_agent(user_agent: str) -> str:
 
 # --- ordinary writes -------------------------------------------------------------------------------------------
 
+Diff = tuple[frozenset[Path], frozenset[Path], frozenset[Path]]
+
+
+def diff(live: Mapping[str, Any], new: Mapping[str, Any], types: Types, status: str = "include") -> Diff:
+    """(added, modified, removed) fields of a write, system fields and managedFields aside; `status` as in
+    `fieldsets.flatten` (a write that cannot change a part need not look at it)."""
+    return fieldsets.compare(fieldsets.flatten_object(live, types, status=status),
+                             fieldsets.flatten_object(new, types, status=status))
+
+
 def update(entries: list[Entry], live: Mapping[str, Any], new: Mapping[str, Any], *, manager: str,
-           api_version: str, subresource: str, now: str, types: Types) -> list[Entry]:
+           api_version: str, subresource: str, now: str, types: Types, changes: Diff | None = None) -> list[Entry]:
     """Ownership after an ordinary write (operation Update): `manager` takes every field it added or changed,
-    others lose those and every removed field. A write that changes nothing changes no entry."""
-    added, modified, removed = fieldsets.compare(fieldsets.flatten(live, types), fieldsets.flatten(new, types))
+    others lose those and every removed field. A write that changes nothing changes no entry. `changes` is the
+    write's `diff` when the caller has it already."""
+    added, modified, removed = changes if changes is not None else diff(live, new, types)
     if not (added or modified or removed):
         return list(entries)
     changed = added | modified
@@ -275,8 +286,8 @@ def apply(live: Obj, config: Obj, *, entries: list[Entry], manager: str, api_ver
         if mine.fields:
             keep = _keeping(applied.union(*(e.fields for e in others)))
             _prune(merged, types, (), fieldsets.closure(mine.fields), keep)
-        added, modified, removed = fieldsets.compare(fieldsets.flatten(live, types, status=status),
-                                                     fieldsets.flatten(merged, types, status=status))
+        added, modified, removed = fieldsets.compare(fieldsets.flatten_object(live, types, status=status),
+                                                     fieldsets.flatten_object(merged, types, status=status))
     except fieldsets.FieldSetError as e:
         raise errors.Invalid(f"failed to apply the configuration: {e}",
                              details={"causes": [{"reason": "FieldValueInvalid", "message": e.detail,

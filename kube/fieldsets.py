@@ -7,15 +7,20 @@ Under `kube.apply` (server-side apply and managedFields). A path is a tuple of k
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import orjson
 
 from lahar.kube import fieldtypes
 from lahar.kube.fieldtypes import Types
 
-__all__ = ["FieldSetError", "Path", "closure", "compare", "decode", "element", "encode", "flatten", "members",
-           "path_string"]
+__all__ = ["FieldSetError", "Path", "closure", "compare", "decode", "element", "encode", "flatten",
+           "flatten_object", "members", "path_string"]
 
 Path = tuple[str, ...]
 LEAF, MAP, LIST = "leaf", "map", "list"
@@ -33,7 +38,7 @@ class FieldSetError(ValueError):
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def element(item: Any, list_type: fieldtypes.ListType, path: Path, index: int) -> str:
@@ -42,7 +47,7 @@ def element(item: Any, list_type: fieldtypes.ListType, path: Path, index: int) -
         if isinstance(item, (dict, list)):
             raise FieldSetError(path, f"element {index}: set items must be scalars")
         return "v:" + _dumps(item)
-    if not isinstance(item, Mapping):
+    if not isinstance(item, dict):
         raise FieldSetError(path, f"element {index}: associative list items must be objects")
     key: dict[str, Any] = {}
     for name in list_type.keys:
@@ -89,7 +94,7 @@ def flatten(obj: Mapping[str, Any], types: Types, *, status: str = "include",
             continue
         child = types.field(key)
         path = ("f:" + key,)
-        if key == "metadata" and isinstance(value, Mapping):
+        if key == "metadata" and isinstance(value, dict):
             for mkey, mvalue in value.items():
                 if mkey not in _SYSTEM_META:
                     _walk(mvalue, child.field(mkey), (*path, "f:" + mkey), out, False, strict)
@@ -100,7 +105,7 @@ def flatten(obj: Mapping[str, Any], types: Types, *, status: str = "include",
 
 def _walk(value: Any, types: Types, path: Path, out: dict[Path, tuple[str, Any, bool]], member: bool,
           strict: bool) -> None:
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         kind = types.map_kind()
         if kind == "atomic" or not value:
             out[path] = (LEAF, value, True)
@@ -108,7 +113,10 @@ def _walk(value: Any, types: Types, path: Path, out: dict[Path, tuple[str, Any, 
         out[path] = (MAP, None, member)
         granular = kind == "granular"
         for key, sub in value.items():
-            _walk(sub, types.field(key), (*path, "f:" + key), out, granular, strict)
+            if isinstance(sub, (dict, list)):
+                _walk(sub, types.field(key), (*path, "f:" + key), out, granular, strict)
+            else:
+                out[(*path, "f:" + key)] = (LEAF, sub, True)
         return
     if isinstance(value, list):
         list_type = types.list_type()
@@ -128,6 +136,33 @@ def _walk(value: Any, types: Types, path: Path, out: dict[Path, tuple[str, Any, 
             _walk(item, item_types, (*path, pe), out, True, strict)
         return
     out[path] = (LEAF, value, True)
+
+
+def flatten_object(obj: Mapping[str, Any], types: Types, *, status: str = "include") -> dict[
+        Path, tuple[str, Any, bool]]:
+    """`flatten` of a stored object, remembered: the object a write produces is the next write's live object.
+    The result is shared; callers only read it."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k not in _SYSTEM_META}}
+    key = (id(types), status, orjson.dumps(obj))
+    with _FLAT_LOCK:
+        hit = _FLAT_CACHE.get(key)
+        if hit is not None and hit[0] is types:
+            _FLAT_CACHE.move_to_end(key)
+            return hit[1]
+    flat = flatten(obj, types, status=status)
+    with _FLAT_LOCK:
+        _FLAT_CACHE[key] = (types, flat)
+        if len(_FLAT_CACHE) > 1024:
+            _FLAT_CACHE.popitem(last=False)
+    return flat
+
+
+# Stored objects are never changed in place, so a flattened one stays true for as long as its bytes match.
+_FLAT_CACHE: collections.OrderedDict[tuple[int, str, bytes], tuple[Types, dict[Path, tuple[str, Any, bool]]]] = (
+    collections.OrderedDict())
+_FLAT_LOCK = threading.Lock()
 
 
 def members(flat: Mapping[Path, tuple[str, Any, bool]]) -> frozenset[Path]:
@@ -153,7 +188,7 @@ def _equal(a: Any, b: Any) -> bool:
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
+    if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_equal(v, b[k]) for k, v in a.items())
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -178,7 +213,8 @@ def compare(old: Mapping[Path, tuple[str, Any, bool]],
             if len(path) > 1 or node[0] == LEAF:  # top-level containers (spec, data) always exist in kube's view
                 added.add(path)
         elif before[0] == LEAF and node[0] == LEAF:
-            if not _equal(before[1], node[1]):
+            a, b = before[1], node[1]
+            if not (a == b and (type(a) is type(b) or _equal(a, b))):
                 modified.add(path)
         elif before[0] != node[0] and not (_empty_of(before, node[0]) or _empty_of(node, before[0])):
             modified.add(path)
@@ -191,6 +227,12 @@ def compare(old: Mapping[Path, tuple[str, Any, bool]],
 def encode(paths: Iterable[Path]) -> dict[str, Any]:
     """A set of paths → the FieldsV1 tree (`{"f:spec": {"f:replicas": {}}}`, `.` marking a member that also has
     children), keys sorted as kube writes them."""
+    return _encode_cached(frozenset(paths))
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode_cached(paths: frozenset[Path]) -> dict[str, Any]:  # most entries are unchanged by a write; the
+    # tree is shared between the objects that hold it, which the store never changes in place
     root: dict[str, Any] = {}
     for path in paths:
         node = root
@@ -212,10 +254,15 @@ def _tidy(node: dict[str, Any]) -> dict[str, Any]:
 def decode(fields: Any) -> frozenset[Path]:
     """The FieldsV1 tree → a set of paths; key and value elements are re-encoded canonically. A malformed tree
     raises FieldSetError."""
-    out: set[Path] = set()
     if not isinstance(fields, Mapping):
         raise FieldSetError((), "fieldsV1 must be an object")
-    _decode(fields, (), out)
+    return _decode_cached(orjson.dumps(fields))
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_cached(raw: bytes) -> frozenset[Path]:  # the same entries are read again on every write
+    out: set[Path] = set()
+    _decode(orjson.loads(raw), (), out)
     return frozenset(out)
 
 

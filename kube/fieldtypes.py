@@ -9,6 +9,7 @@ CRD's structural schema. Everything is data plus two small cursors; nothing here
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -98,34 +99,59 @@ def key_default(field: str) -> Any:
     return _KEY_DEFAULTS.get(field)
 
 
-@dataclass(frozen=True)
 class BuiltinTypes:
-    """The cursor for a built-in kind: `kind` and the field names walked so far."""
+    """The cursor for a built-in kind: `kind` and the field names walked so far. Cursors are shared (one per
+    kind and path) and answer from the tables once."""
 
-    kind: str
-    path: tuple[str, ...] = ()
+    __slots__ = ("_list", "_map", "kind", "path")
+
+    def __new__(cls, kind: str, path: tuple[str, ...] = ()) -> BuiltinTypes:
+        return _builtin(kind, path)
+
+    @classmethod
+    def _make(cls, kind: str, path: tuple[str, ...]) -> BuiltinTypes:
+        self = object.__new__(cls)
+        self.kind, self.path = kind, path
+        self._map: str | None = None
+        self._list: ListType | None = None
+        return self
+
+    def __repr__(self) -> str:
+        return f"BuiltinTypes({self.kind!r}, {self.path!r})"
 
     def field(self, name: str) -> BuiltinTypes:
-        return BuiltinTypes(self.kind, (*self.path, name))
+        return _builtin(self.kind, (*self.path, name))
 
     def item(self) -> BuiltinTypes:
         return self
 
     def map_kind(self) -> str:
-        if self.path == ("spec", "selector") and self.kind in _LABEL_SELECTOR_KINDS:
-            return "atomic"
-        if any(self.path[-len(s):] == s for s in _ATOMIC_MAPS if len(self.path) >= len(s)):
-            return "atomic"
-        return "struct"
+        if self._map is None:
+            path = self.path
+            atomic = (path == ("spec", "selector") and self.kind in _LABEL_SELECTOR_KINDS) or any(
+                path[-len(s):] == s for s in _ATOMIC_MAPS if len(path) >= len(s))
+            self._map = "atomic" if atomic else "struct"
+        return self._map
 
     def list_type(self) -> ListType:
-        for kinds, path, lt in _BUILTIN_EXACT:
-            if self.path == path and (kinds is None or self.kind in kinds):
-                return lt
-        for suffix, lt in _BUILTIN_LISTS:
-            if self.path[-len(suffix):] == suffix and len(self.path) >= len(suffix):
-                return lt
-        return ATOMIC
+        if self._list is None:
+            self._list = _builtin_list(self.kind, self.path)
+        return self._list
+
+
+@functools.lru_cache(maxsize=8192)
+def _builtin(kind: str, path: tuple[str, ...]) -> BuiltinTypes:
+    return BuiltinTypes._make(kind, path)
+
+
+def _builtin_list(kind: str, path: tuple[str, ...]) -> ListType:
+    for kinds, exact, lt in _BUILTIN_EXACT:
+        if path == exact and (kinds is None or kind in kinds):
+            return lt
+    for suffix, lt in _BUILTIN_LISTS:
+        if path[-len(suffix):] == suffix and len(path) >= len(suffix):
+            return lt
+    return ATOMIC
 
 
 # --- custom resources ------------------------------------------------------------------------------------------
@@ -133,7 +159,7 @@ class BuiltinTypes:
 _DEDUCED: Mapping[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SchemaTypes:
     """The cursor over a CRD's openAPIV3Schema node; `metadata` at the root is ObjectMeta (a built-in shape).
     Where the schema says nothing (preserved unknown fields), maps are granular and lists atomic, as kube deduces."""
@@ -174,5 +200,18 @@ class SchemaTypes:
 def types_for(kind: str, schema: Mapping[str, Any] | None) -> Types:
     """The root cursor: the CRD schema when the kind has one, else the built-in table."""
     if schema is not None:
-        return SchemaTypes(kind, schema, root=True)
+        return _schema_root(kind, id(schema), schema)
     return BuiltinTypes(kind)
+
+
+_ROOTS: dict[tuple[str, int], SchemaTypes] = {}
+
+
+def _schema_root(kind: str, key: int, schema: Mapping[str, Any]) -> SchemaTypes:
+    """One root cursor per schema object, so that results keyed by the cursor are found again."""
+    root = _ROOTS.get((kind, key))
+    if root is None or root.node is not schema:
+        if len(_ROOTS) > 256:
+            _ROOTS.clear()
+        root = _ROOTS[(kind, key)] = SchemaTypes(kind, schema, root=True)
+    return root

@@ -37,11 +37,15 @@ def live_entries(obj: Mapping[str, Any] | None) -> list[apply.Entry]:
 
 
 def after_write(cur: Obj | None, new: Obj, supplied: Any, *, manager: str, subresource: str | None, now: str,
-                types: Types, track: bool) -> list[Obj] | None:
+                types: Types, track: bool, scope: str = "include") -> list[Obj] | None:
     """`metadata.managedFields` for `new` after an ordinary write of `cur` (None on create). A client may set
     managedFields itself (kept when readable), clear them with `[{}]`, or leave them out (the live ones stay);
     a subresource write never sets them. With `track`, the write's own changes go to `manager` (operation
-    Update), as kube-apiserver records them; without, ownership is carried over unchanged."""
+    Update), as kube-apiserver records them; without, ownership is carried over unchanged. `scope` is
+    `status_scope` of the write: the part of the object it can change."""
+    changes = apply.diff(cur or {}, new, types, scope) if track else None
+    if changes is not None and not any(changes) and (supplied is ABSENT or subresource) and cur is not None:
+        return ((cur.get("metadata") or {}).get("managedFields")) or None  # nothing changed: nobody gains a field
     base: list[apply.Entry] | None = None
     if supplied is not ABSENT and not subresource:
         if apply.is_reset(supplied):
@@ -55,7 +59,7 @@ def after_write(cur: Obj | None, new: Obj, supplied: Any, *, manager: str, subre
         base = live_entries(cur)
     if track:
         base = apply.update(base, cur or {}, new, manager=manager, api_version=str(new.get("apiVersion", "")),
-                            subresource=subresource or "", now=now, types=types)
+                            subresource=subresource or "", now=now, types=types, changes=changes)
     return apply.encode_managed(base) or None
 
 

@@ -1268,7 +1268,8 @@ class Store:
         return ownership.after_write(cur, new, supplied, manager=req.field_manager or "unknown",
                                      subresource=subresource, now=_rfc3339(self.clock()),
                                      types=fieldtypes.types_for(rt.kind, self._schema(rt)),
-                                     track=self.track_managed_fields)
+                                     track=self.track_managed_fields,
+                                     scope=ownership.status_scope(rt.subresources, subresource))
 
     def _update_loop(self, rt: ResourceType, namespace: str | None, name: str, make: Callable[[Obj], Obj],
                      subresource: str | None, req: Request, *, applied: bool = False) -> Obj:
