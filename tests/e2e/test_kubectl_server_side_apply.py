@@ -135,3 +135,12 @@ def test_volcano_job_apply_conflict_and_force(kubectl: Kubectl, ns: str) -> None
     assert obj["spec"]["minAvailable"] == 2
     assert owners(obj)["other/Apply"]["f:spec"]["f:minAvailable"] == {}
     assert "f:tasks" in owners(obj)["kubectl/Apply"]["f:spec"]  # an atomic list in Volcano's CRD
+
+
+def test_client_side_apply_moves_to_server_side(kubectl: Kubectl, ns: str) -> None:
+    kubectl("apply", "-f", "-", stdin=deployment(ns))
+    ssa(kubectl, deployment(ns))  # kubectl hands the client-side manager's fields to "kubectl" (a JSON patch)
+    managed = owners(kubectl.json("get", "deployment", "web", "-n", ns, "--show-managed-fields"))
+    assert "kubectl/Apply" in managed and "kubectl-client-side-apply/Update" not in managed
+    ssa(kubectl, deployment(ns, replicas=3))
+    assert kubectl.json("get", "deployment", "web", "-n", ns)["spec"]["replicas"] == 3
