@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lahar.kube import errors, resources, store
+from lahar.kube import errors, fieldtypes, ownership, resources, store
 from lahar.kube.resources import Registry, ResourceType
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -195,3 +195,29 @@ def test_resource_version_in_the_configuration_is_a_precondition(s: store.Store)
     assert "the object has been modified" in caught.value.message
     out, _ = ssa(s, cms, "c", cm({"a": "2"}, resourceVersion=live["metadata"]["resourceVersion"]))
     assert out["data"] == {"a": "2"}
+
+
+MF_APPLIED = [{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1", "time": "t0", "fieldsType": "FieldsV1",
+               "fieldsV1": {"f:data": {"f:a": {}}}}]
+MF_OTHER = [{"manager": "tool", "operation": "Update", "apiVersion": "v1", "time": "t0", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {"f:a": {}}}}]
+
+
+@pytest.mark.parametrize(("supplied", "subresource", "track", "data", "expected"), [
+    (ownership.ABSENT, None, True, {"a": "1"}, MF_APPLIED),
+    (ownership.ABSENT, None, True, {"a": "2"}, [{**MF_APPLIED[0], "manager": "me", "operation": "Update",
+                                                 "time": "now"}]),
+    (ownership.ABSENT, None, False, {"a": "2"}, MF_APPLIED),
+    ([{}], None, True, {"a": "1"}, None),
+    (MF_OTHER, None, True, {"a": "1"}, MF_OTHER),
+    (MF_OTHER, "status", True, {"a": "1"}, MF_APPLIED),
+    ([{"operation": "Bogus"}], None, True, {"a": "1"}, MF_APPLIED),
+], ids=["unchanged_write_keeps_owners", "changed_field_moves_to_the_writer", "untracked_carries_over",
+        "client_resets", "client_sets_its_own", "subresource_cannot_set_them", "unreadable_ones_are_ignored"])
+def test_managed_fields_after_a_write(supplied: Any, subresource: str | None, track: bool, data: dict[str, str],
+                                      expected: Any) -> None:
+    cur = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "managedFields": MF_APPLIED},
+           "data": {"a": "1"}}
+    new = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}
+    assert ownership.after_write(cur, new, supplied, manager="me", subresource=subresource, now="now",
+                                 types=fieldtypes.types_for("ConfigMap", None), track=track) == expected
