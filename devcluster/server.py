@@ -48,6 +48,7 @@ _PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
 }
 _FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
 
@@ -308,7 +309,9 @@ class ApiServer:
     async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
-    def _request(self, query: _Query, warnings: list[str], *, dry_run_values: list[str] | None = None) -> Any:
+    def _request(self, query: _Query, warnings: list[str], *, dry_run_values: list[str] | None = None,
+                 headers: dict[str, str] | None = None) -> Any:
+        from lahar.kube import apply
         from lahar.kube import store as kstore
 
         dry = query.all("dryRun") if dry_run_values is None else dry_run_values
@@ -319,8 +322,10 @@ class ApiServer:
         if validation not in _FIELD_VALIDATION:
             raise errors.BadRequest(f"fieldValidation must be one of {', '.join(_FIELD_VALIDATION)}, "
                                     f"got {validation!r}")
+        manager = query.get("fieldManager") or apply.manager_from_user_agent((headers or {}).get("user-agent", ""))
         req = kstore.Request(user="admin", groups=("system:masters", "system:authenticated"),
-                             dry_run=bool(dry), field_validation=validation)
+                             dry_run=bool(dry), field_validation=validation, field_manager=manager or None,
+                             force=_bool(query.get("force")))
         req.warnings = warnings
         return req
 
@@ -342,7 +347,7 @@ class ApiServer:
                     raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
                 obj = self._decode(await _read_body(receive), headers)
                 obj = self._prepare(rt, obj, ns)
-                req = self._request(query, warnings)
+                req = self._request(query, warnings, headers=headers)
                 created = await self._call(self.store.create, rt, ns, obj, req=req)
                 raise _Reply(201, _dumps(await self._render_one(rt, created, accept, query)))
             if method == "DELETE":
@@ -378,7 +383,7 @@ class ApiServer:
                 raise errors.BadRequest(f"the name of the object ({meta['name']}) does not match the name on the "
                                         f"URL ({name})")
             meta["name"] = name
-            req = self._request(query, warnings)
+            req = self._request(query, warnings, headers=headers)
             updated = await self._call(self.store.update, rt, ns, name, obj, subresource=sub, req=req)
             raise _Reply(200, _dumps(await self._render_one(rt, updated, accept, query)))
         if method == "PATCH":
@@ -388,15 +393,14 @@ class ApiServer:
                 accepted = [t for t in _PATCH_TYPES if rt.group in ("", *_BUILTIN_GROUPS) or "strategic" not in t]
                 raise errors.UnsupportedMediaType(
                     f"the body of the request was in an unknown format - accepted media types include: "
-                    f"{', '.join([*accepted, 'application/apply-patch+yaml'])}")
-            try:
-                patch = orjson.loads(await _read_body(receive))
-            except orjson.JSONDecodeError as e:
-                raise errors.BadRequest(f"error decoding patch: {e}") from None
-            req = self._request(query, warnings)
+                    f"{', '.join(accepted)}")
+            patch = _decode_patch(await _read_body(receive), patch_type)
+            req = self._request(query, warnings, headers=headers)
+            if patch_type == "apply":  # apply names its manager; the user agent does not stand in
+                req.field_manager = query.get("fieldManager") or None
             patched = await self._call(self.store.patch, rt, ns, name, patch, patch_type=patch_type,
                                        subresource=sub, req=req)
-            raise _Reply(200, _dumps(await self._render_one(rt, patched, accept, query)))
+            raise _Reply(201 if req.created else 200, _dumps(await self._render_one(rt, patched, accept, query)))
         if method == "DELETE" and sub is None:
             opts = self._delete_options(query, await _read_body(receive), headers)
             req = self._request(query, warnings, dry_run_values=opts.pop("dry_run"))
@@ -535,7 +539,7 @@ class ApiServer:
             raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
         if not isinstance(replicas, int):
             raise errors.BadRequest("spec.replicas must be an integer")
-        req = self._request(query, warnings)
+        req = self._request(query, warnings, headers=headers)
         patched = await self._call(self.store.patch, rt, ns, name, {"spec": {"replicas": replicas}},
                                    patch_type="merge", req=req)
         raise _Reply(200, _dumps(scale_of(patched)))
@@ -612,6 +616,19 @@ _BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "events.k8s.io", "sc
                              "admissionregistration.k8s.io", "apiextensions.k8s.io", "autoscaling",
                              "storage.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
                              "authorization.k8s.io", "authentication.k8s.io", "flowcontrol.apiserver.k8s.io"})
+
+
+def _decode_patch(body: bytes, patch_type: str) -> Any:
+    """A PATCH body: JSON, or for server-side apply YAML (of which JSON is a subset)."""
+    if patch_type == "apply":
+        try:
+            return yaml.safe_load(body)
+        except yaml.YAMLError as e:
+            raise errors.BadRequest(f"error decoding YAML: {e}") from None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise errors.BadRequest(f"error decoding patch: {e}") from None
 
 
 def _partial(obj: Obj) -> Obj:
@@ -792,7 +809,7 @@ class DevCluster:
         from lahar.kube import store as kstore
 
         backend = SQLiteBackend(self.data.database)
-        self.store = kstore.Store(registry=self.registry, backend=backend)
+        self.store = kstore.Store(registry=self.registry, backend=backend, track_managed_fields=True)
         if self._admission_enabled:
             from lahar.devcluster.admission import WebhookAdmission
 

@@ -78,7 +78,7 @@ class MemoryClient:
 
     @staticmethod
     def _req(dry_run: bool = False) -> Request:
-        return Request(dry_run=dry_run, field_validation="Warn")
+        return Request(dry_run=dry_run, field_validation="Warn", field_manager="lahar")
 
     def get(self, rt: ResourceType, name: str, *, namespace: str | None = None) -> Obj:
         return self.store.get(rt, self._ns(rt, namespace), name)

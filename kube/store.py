@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from lahar.kube import errors, patches, resources, selectors
+from lahar.kube import apply, errors, fieldtypes, ownership, patches, resources, selectors
 from lahar.kube import schemas as _schemas
 from lahar.kube.client import Obj, WatchEvent
 from lahar.kube.resources import Registry, ResourceType
@@ -78,13 +78,17 @@ _CONFLICT_TEXT = "the object has been modified; please apply your changes to the
 
 @dataclass
 class Request:
-    """Who asks and how: dry run, field validation (`Strict` | `Warn` | `Ignore`); `warnings` is filled in."""
+    """Who asks and how: dry run, field validation (`Strict` | `Warn` | `Ignore`), the field manager and `force` of
+    server-side apply; `warnings` and `created` (an apply that created the object) are filled in."""
 
     user: str = "admin"
     groups: tuple[str, ...] = ("system:masters",)
     dry_run: bool = False
     field_validation: str = "Strict"
     warnings: list[str] = field(default_factory=list)
+    field_manager: str | None = None
+    force: bool = False
+    created: bool = False
 
 
 @dataclass
@@ -615,8 +619,9 @@ class Store:
 
     def __init__(self, registry: Registry | None = None, backend: Backend | None = None,
                  admission: AdmissionPort | None = None, clock: Callable[[], datetime] | None = None,
-                 history: int = 100_000) -> None:
+                 history: int = 100_000, track_managed_fields: bool = False) -> None:
         self.registry = registry if registry is not None else Registry.of(resources.core())
+        self.track_managed_fields = track_managed_fields  # managedFields on every write, as kube-apiserver keeps
         self.backend = backend
         self.admission = admission
         self.clock = clock or (lambda: datetime.now(UTC))
@@ -1038,8 +1043,7 @@ class Store:
                                         f"API version ({rt.api_version})")
         rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
         obj = {"apiVersion": rt.api_version, "kind": rt.kind, **rest}
-        meta = _meta(obj)
-        meta.pop("managedFields", None)
+        _meta(obj)
         return obj
 
     def _resolve_namespace(self, rt: ResourceType, namespace: str | None, meta: dict[str, Any]) -> str | None:
@@ -1071,10 +1075,12 @@ class Store:
         elif gp == ("apiextensions.k8s.io", "customresourcedefinitions") or "status" in rt.subresources:
             obj.pop("status", None)
 
-    def create(self, rt: ResourceType, namespace: str | None, obj: Obj, *, req: Request | None = None) -> Obj:
+    def create(self, rt: ResourceType, namespace: str | None, obj: Obj, *, req: Request | None = None,
+               _applied: bool = False) -> Obj:
         req = req or Request()
         obj = self._check_body(rt, obj)
         meta = obj["metadata"]
+        supplied = meta.pop("managedFields", ownership.ABSENT)
         ns = self._resolve_namespace(rt, namespace, meta)
         for system in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                        "deletionGracePeriodSeconds", "generation", "selfLink"):
@@ -1116,6 +1122,9 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = _rfc3339(self.clock())
             meta["generation"] = 1
+            managed = supplied if _applied else self._managed_after(rt, None, obj, supplied, None, req)
+            if managed:
+                meta["managedFields"] = managed
             if rt.group == "apiextensions.k8s.io" and rt.plural == "customresourcedefinitions":
                 obj["status"] = self._crd_status(obj)
             if req.dry_run:
@@ -1178,6 +1187,9 @@ class Store:
             raise errors.UnsupportedMediaType(
                 "the body of the request was in an unknown format - accepted media types include: "
                 "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+        ownership.check_field_manager(req.field_manager, apply_patch=patch_type == "apply", force=req.force)
+        if patch_type == "apply":
+            return self._apply(rt, namespace, name, patch, subresource, req)
         if patch_type not in ("merge", "json", "strategic"):
             raise errors.UnsupportedMediaType(f"unsupported patch type: {patch_type}")
         if patch_type in ("merge", "strategic") and not isinstance(patch, dict):
@@ -1207,8 +1219,56 @@ class Store:
 
         return self._update_loop(rt, namespace, name, make, subresource, req)
 
+    def _apply(self, rt: ResourceType, namespace: str | None, name: str, config: Any, subresource: str | None,
+               req: Request) -> Obj:
+        """Server-side apply (`kube.apply`): merge into the live object, or create it when it does not exist."""
+        ns = namespace if rt.namespaced else None
+        config = ownership.check_apply_config(config, api_version=rt.api_version, kind=rt.kind, name=name,
+                                              namespace=ns)
+        types = fieldtypes.types_for(rt.kind, self._schema(rt))
+        scope = ownership.status_scope(rt.subresources, subresource)
+        manager = req.field_manager or ""
+
+        want_rv = config["metadata"].get("resourceVersion")
+
+        def merged(cur: Obj | None) -> Obj:
+            live: Obj = {}
+            if cur is not None:
+                if want_rv and want_rv != cur["metadata"].get("resourceVersion"):
+                    raise _conflict(rt, name)
+                live = _copy(cur)
+                _meta(live).pop("managedFields", None)
+            out, entries = apply.apply(live, config, entries=ownership.live_entries(cur), manager=manager,
+                                       api_version=rt.api_version, subresource=subresource or "", force=req.force,
+                                       now=_rfc3339(self.clock()), types=types, status=scope)
+            _meta(out)["managedFields"] = apply.encode_managed(entries)
+            return out
+
+        for _ in range(8):
+            try:
+                return self._update_loop(rt, namespace, name, lambda cur: self._check_body(rt, merged(cur)),
+                                         subresource, req, applied=True)
+            except errors.NotFound:
+                if subresource is not None:
+                    raise
+            try:
+                created = self.create(rt, namespace, merged(None), req=req, _applied=True)
+            except errors.AlreadyExists:
+                continue
+            req.created = True
+            return created
+        raise _conflict(rt, name)
+
+    def _managed_after(self, rt: ResourceType, cur: Obj | None, new: Obj, supplied: Any, subresource: str | None,
+                       req: Request) -> list[Obj] | None:
+        return ownership.after_write(cur, new, supplied, manager=req.field_manager or "unknown",
+                                     subresource=subresource, now=_rfc3339(self.clock()),
+                                     types=fieldtypes.types_for(rt.kind, self._schema(rt)),
+                                     track=self.track_managed_fields,
+                                     scope=ownership.status_scope(rt.subresources, subresource))
+
     def _update_loop(self, rt: ResourceType, namespace: str | None, name: str, make: Callable[[Obj], Obj],
-                     subresource: str | None, req: Request) -> Obj:
+                     subresource: str | None, req: Request, *, applied: bool = False) -> Obj:
         if subresource not in (None, "status", "finalize") or (subresource and subresource not in rt.subresources):
             raise errors.NotFound("the server could not find the requested resource")
         ns = namespace if rt.namespaced else None
@@ -1217,7 +1277,9 @@ class Store:
                 key, cur = self._find(rt, ns, name)
             if cur is None:
                 raise _not_found(rt, name)
-            new = self._prepare_update(rt, cur, make(cur), subresource)
+            made = make(cur)
+            supplied = _meta(made).get("managedFields", ownership.ABSENT)
+            new = self._prepare_update(rt, cur, made, subresource)
             new = self._decode(rt, new, req)
             old_out = self._out(rt, cur)
             new = self._admit("UPDATE", rt, subresource, ns, name, new, old_out, req) or new
@@ -1233,6 +1295,9 @@ class Store:
                     raise _not_found(rt, name)
                 if now["metadata"].get("resourceVersion") != cur["metadata"].get("resourceVersion"):
                     continue
+                managed = supplied if applied else self._managed_after(rt, now, new, supplied, subresource, req)
+                if managed:
+                    new["metadata"]["managedFields"] = managed
                 result = self._finish_update(rt, key, now, new, req)
             return self._out(rt, result)
         raise _conflict(rt, name)

@@ -269,9 +269,9 @@ def test_list_across_namespaces_and_selectors(api: k8s.ApiClient, ns: str) -> No
     ("application/merge-patch+json", {"data": {"b": "2"}}, 200),
     ("application/strategic-merge-patch+json", {"data": {"b": "2"}}, 200),
     ("application/json-patch+json", [{"op": "add", "path": "/data/b", "value": "2"}], 200),
-    ("application/apply-patch+yaml", {"data": {"b": "2"}}, 415),
+    ("application/apply-patch+yaml", {"data": {"b": "2"}}, 422),
     ("text/plain", {"data": {"b": "2"}}, 415),
-], ids=["merge", "strategic", "json", "apply-unsupported", "unknown"])
+], ids=["merge", "strategic", "json", "apply-without-field-manager", "unknown"])
 def test_patch_content_types(http: httpx.Client, ns: str, content_type: str, body: Any, code: int) -> None:
     http.post(f"/api/v1/namespaces/{ns}/configmaps", json=cm("p", a="1"))
     r = http.patch(f"/api/v1/namespaces/{ns}/configmaps/p", content=json.dumps(body),
@@ -280,7 +280,24 @@ def test_patch_content_types(http: httpx.Client, ns: str, content_type: str, bod
     if code == 200:
         assert r.json()["data"] == {"a": "1", "b": "2"}
     else:
-        assert r.json()["reason"] == "UnsupportedMediaType"
+        assert r.json()["reason"] == ("Invalid" if code == 422 else "UnsupportedMediaType")
+
+
+def test_server_side_apply_over_http(http: httpx.Client, ns: str) -> None:
+    url = f"/api/v1/namespaces/{ns}/configmaps/sa"
+    yaml_body = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sa\n  namespace: {ns}\ndata:\n  a: '1'\n"
+    apply_yaml = {"Content-Type": "application/apply-patch+yaml"}
+    created = http.patch(url, params={"fieldManager": "one"}, content=yaml_body, headers=apply_yaml)
+    assert created.status_code == 201, created.text
+    assert [m["manager"] for m in created.json()["metadata"]["managedFields"]] == ["one"]
+    again = http.patch(url, params={"fieldManager": "one"}, content=yaml_body, headers=apply_yaml)
+    assert again.status_code == 200
+    assert again.json()["metadata"]["resourceVersion"] == created.json()["metadata"]["resourceVersion"]
+    clash = http.patch(url, params={"fieldManager": "two"}, content=yaml_body.replace("'1'", "'2'"), headers=apply_yaml)
+    assert clash.status_code == 409 and clash.json()["details"]["causes"][0]["field"] == ".data.a"
+    edited = http.patch(url, json={"data": {"b": "1"}}, headers={"Content-Type": "application/merge-patch+json",
+                                                                 "User-Agent": "my-tool/1.0"})
+    assert {m["manager"] for m in edited.json()["metadata"]["managedFields"]} == {"one", "my-tool"}
 
 
 def test_dry_run_does_not_persist(http: httpx.Client, ns: str) -> None:
