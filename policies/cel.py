@@ -49,6 +49,7 @@ from typing import Any
 import cel as _cel
 
 from lahar.kube import quantity as _quantity
+from lahar.policies import cel_text
 
 __all__ = [
     "BUILTIN_FUNCTIONS",
@@ -66,6 +67,7 @@ __all__ = [
 ]
 
 DEFAULT_COST_LIMIT = 1_000_000
+ANALYSIS_TOKENS = 1_000
 # The variables of ValidatingAdmissionPolicy / MutatingAdmissionPolicy expressions (`authorizer` is not offered),
 # plus lahar's `queueObject`: the Volcano Queue the reviewed Job/PodGroup/Pod is submitted to (null if none).
 ROOT_VARIABLES = frozenset({"object", "oldObject", "request", "params", "namespaceObject", "queueObject", "variables",
@@ -95,8 +97,10 @@ class CompileError(CelError):
         where = f" at line {line}, column {column}" if line else ""
         text = f"{reason}{where}"
         if line:
-            src = expression.splitlines()[line - 1] if expression.splitlines() else expression
-            text += f"\n | {src}\n | {'.' * (column - 1)}^"
+            lines = expression.splitlines() or [expression]
+            src = lines[min(line, len(lines)) - 1]
+            start = max(0, column - 1 - 60)         # a long line is shown as 120 characters around the column
+            text += f"\n | {src[start:start + 120]}\n | {'.' * (column - 1 - start)}^"
         super().__init__(text)
 
 
@@ -479,24 +483,34 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+):\s*(.*)")
 
 def compile(expression: str, *, variables: Iterable[str] = ROOT_VARIABLES,  # noqa: A001 — reads as cel.compile
             cost_limit: int = DEFAULT_COST_LIMIT) -> Program:
-    """Compile `expression`; `variables` are the names it may reference. Raises `CompileError`."""
+    """Compile `expression`; `variables` are the names it may reference. Raises `CompileError`, and nothing else:
+    the text is bounded (`cel_text.check`) before any parser sees it, and every failure of the engine (a panic
+    included) or of the analysis becomes a `CompileError`."""
     if not isinstance(expression, str) or not expression.strip():
         raise CompileError(str(expression or ""), "empty expression")
-    source = _rewrite_struct_literals(expression)
-    _syntax_check(expression)
-    try:
-        program = _cel.compile(source)
-    except ValueError as e:  # only when the rewrite broke something the original parse accepted
-        raise CompileError(expression, str(e)) from None
-    tree = _parse_tree(source)
+    measured = cel_text.shape(expression)
+    if measured.violation is not None:
+        v = measured.violation
+        raise CompileError(expression, v.reason, line=v.line, column=v.column)
+    source = cel_text.rewrite_struct_literals(expression)
+    program = _engine_compile(expression, expression)      # errors are positioned in the user's own text
+    if source != expression:
+        program = _engine_compile(expression, source)
     allowed = frozenset(variables)
-    accesses = None
+    accesses, cost = None, None
+    # celpy's lark parser takes about 0.5 ms a token: past `ANALYSIS_TOKENS` the coarse bound below is used.
+    tree = _parse_tree(source) if measured.tokens <= ANALYSIS_TOKENS else None
     if tree is not None:
         analysis = _Analysis()
-        cost = analysis.node(tree, {}).cost
-        _check_references(expression, program, analysis, allowed)
-        accesses = frozenset(analysis.uses.values())
-    else:  # the analysis grammar disagrees with the engine: assume every macro nests over the largest collection
+        try:
+            cost = analysis.node(tree, {}).cost
+        except RecursionError:       # deeper than the analysis can walk: fall back to the coarse bound below
+            cost = None
+        if cost is not None:
+            _check_references(expression, program, analysis, allowed)
+            accesses = frozenset(analysis.uses.values())
+    if cost is None:  # the analysis could not read it: assume every macro nests over the largest collection
+        _check_names(expression, program, allowed)
         depth = sum(source.count(f".{m}(") for m in MACROS)
 
         def cost(s: _Sizes, _d: int = depth, _n: int = len(source)) -> int:
@@ -504,16 +518,40 @@ def compile(expression: str, *, variables: Iterable[str] = ROOT_VARIABLES,  # no
     return Program(source=expression, cost_limit=cost_limit, _program=program, _cost=cost, accesses=accesses)
 
 
-def _syntax_check(expression: str) -> None:
+# What the binding raises on a bad expression: ValueError for a syntax error, and pyo3's PanicException when the
+# Rust parser panics, which derives from BaseException, not Exception. Everything but the interpreter's own exits.
+_EXITS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _engine_compile(expression: str, text: str) -> Any:
     try:
-        _cel.compile(expression)
-    except ValueError as e:
-        text = str(e)
-        m = _POSITION.search(text)
-        if m:
-            reason = m.group(3).strip()
-            raise CompileError(expression, reason, line=int(m.group(1)), column=int(m.group(2))) from None
-        raise CompileError(expression, text) from None
+        return _cel.compile(text)
+    except BaseException as e:
+        if isinstance(e, _EXITS):
+            raise
+        message = str(e)
+        m = _POSITION.search(message)
+        if m and text is expression:
+            reason = _RECURSION_LIMIT.sub(lambda r: f"nesting too deep ({r.group(1).lower()})", m.group(3).strip())
+            raise CompileError(expression, _first_line(reason), line=int(m.group(1)),
+                               column=int(m.group(2))) from None
+        raise CompileError(expression, _first_line(message)) from None
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "invalid expression"
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+_RECURSION_LIMIT = re.compile(r'OtherError\(ParseError \{.*?msg: "([^"]*)".*?\}\)')
+
+
+def _check_names(expression: str, program: Any, allowed: frozenset[str]) -> None:
+    """Undeclared variables without the analysis: only comprehension variables (`x` in `.all(x, ...)`) are bound."""
+    bound = set(re.findall(r"\.(?:all|exists|exists_one|map|filter)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,", expression))
+    for name in program.variables():
+        if name not in bound and name not in allowed:
+            raise CompileError(expression, f"undeclared reference to '{name}'")
 
 
 def _check_references(expression: str, program: Any, analysis: _Analysis, allowed: frozenset[str]) -> None:
@@ -527,83 +565,6 @@ def _check_references(expression: str, program: Any, analysis: _Analysis, allowe
             continue
         line, column = analysis.positions.get(name, (0, 0))
         raise CompileError(expression, f"undeclared function '{name}'", line=line, column=column)
-
-
-# --- `JSONPatch{op: "add", ...}` → `{"op": "add", ...}` ------------------------------------------------------------
-
-_STRUCT = re.compile(r"\bJSONPatch\s*\{")
-_IDENT_COLON = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:")
-
-
-def _rewrite_struct_literals(src: str) -> str:
-    """MutatingAdmissionPolicy's typed `JSONPatch{...}` literal as a plain map (the engine has no struct types).
-    Positions of a syntax error are taken from the original text, so the rewrite may shift columns freely."""
-    out, i = [], 0
-    while True:
-        m = _STRUCT.search(src, i)
-        if m is None or _in_string(src, m.start()):
-            if m is None:
-                out.append(src[i:])
-                return "".join(out)
-            out.append(src[i:m.end()])
-            i = m.end()
-            continue
-        out.append(src[i:m.start()] + "{")
-        j, depth, expect_key = m.end(), 0, True
-        while j < len(src):
-            ch = src[j]
-            if expect_key and depth == 0:
-                k = _IDENT_COLON.match(src, j)
-                if k:
-                    out.append(f' "{k.group(1)}":')
-                    j, expect_key = k.end(), False
-                    continue
-                expect_key = False
-            if ch in "\"'":
-                end = _string_end(src, j)
-                out.append(src[j:end])
-                j = end
-                continue
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                if depth == 0:
-                    break
-                depth -= 1
-            elif ch == "," and depth == 0:
-                expect_key = True
-            out.append(ch)
-            j += 1
-        i = j
-
-
-def _string_end(src: str, j: int) -> int:
-    quote = src[j]
-    if src.startswith(quote * 3, j):
-        end = src.find(quote * 3, j + 3)
-        return len(src) if end < 0 else end + 3
-    k = j + 1
-    while k < len(src):
-        if src[k] == "\\":
-            k += 2
-            continue
-        if src[k] == quote:
-            return k + 1
-        k += 1
-    return len(src)
-
-
-def _in_string(src: str, pos: int) -> bool:
-    j = 0
-    while j < pos:
-        if src[j] in "\"'":
-            end = _string_end(src, j)
-            if end > pos:
-                return True
-            j = end
-        else:
-            j += 1
-    return False
 
 
 # --- static shape → cost formula ----------------------------------------------------------------------------------
