@@ -147,7 +147,7 @@ def test_registration_reaches_only_lahars_configmaps(configmap: dict, namespace:
     from lahar.devcluster import admission as dc
 
     hook = _configmap_hook(namespace)
-    assert hook["clientConfig"]["caBundle"] and hook["failurePolicy"] == "Ignore"
+    assert hook["clientConfig"]["caBundle"] and hook["failurePolicy"] == "Fail"
     ns = configmap["metadata"]["namespace"]
     call = dc.AdmissionCall(operation="CREATE", group="", version="v1", resource="configmaps", namespace=ns,
                             name=configmap["metadata"]["name"], kind=("", "v1", "ConfigMap"), obj=configmap)
@@ -155,3 +155,8 @@ def test_registration_reaches_only_lahars_configmaps(configmap: dict, namespace:
     matched = (dc.webhook_matches(hook, call, lambda _ns: labels)
                and dc.match_conditions(hook, call, dc.build_review(call)["request"]))
     assert matched is reaches
+
+
+def test_lahars_configmaps_fail_closed() -> None:
+    """A ConfigMap stored while the webhook was down is one nobody checked: the webhook fails closed."""
+    assert _configmap_hook()["failurePolicy"] == "Fail"
