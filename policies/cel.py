@@ -15,8 +15,12 @@ Compilation turns the expression into a cost formula (Kubernetes' estimated cost
 comprehension costs its range's size times its body), and `Program.evaluate` computes it with the sizes of the
 actual input (`object.spec.tasks` has 4 elements; a range it cannot name is bounded by the largest collection
 anywhere in the input) before running anything. Above `cost_limit` (default 1,000,000, Kubernetes' per-expression
-limit) evaluation is refused with `CostLimitExceeded` naming the estimate and the limit. An `Activation` may also
-carry a deadline: every evaluation after it is refused (`EvaluationError`), which bounds a whole policy stage.
+limit) evaluation is refused with `CostLimitExceeded` naming the estimate and the limit. Costs follow sizes, as in
+Kubernetes' estimator: a call that walks a string or list (`split`, `replace`, `contains`, `matches`, ...) costs
+its length and returns a value as large, and `+` on strings and lists costs both sides. An `Activation` may carry a
+`budget` (per review, Kubernetes' 10,000,000): each evaluation spends its estimate, and one that does not fit is
+refused with `CostBudgetExhausted`, as is all that follows. It may also carry a deadline: every evaluation after it
+is refused (`EvaluationError`), which bounds a whole policy stage.
 
 Input size. The engine converts a Python value into CEL values slowly (~0.3 ms for a 4-task Job) and copies a
 nested map on each member access past the first, so compilation also records the variable paths an expression
@@ -54,11 +58,13 @@ from lahar.policies import cel_text
 __all__ = [
     "BUILTIN_FUNCTIONS",
     "DEFAULT_COST_LIMIT",
+    "DEFAULT_REVIEW_BUDGET",
     "LIBRARY",
     "ROOT_VARIABLES",
     "Activation",
     "CelError",
     "CompileError",
+    "CostBudgetExhausted",
     "CostLimitExceeded",
     "EvaluationError",
     "Program",
@@ -67,6 +73,7 @@ __all__ = [
 ]
 
 DEFAULT_COST_LIMIT = 1_000_000
+DEFAULT_REVIEW_BUDGET = 10_000_000        # Kubernetes' RuntimeCELCostBudget: all expressions of one review together
 ANALYSIS_TOKENS = 1_000
 # The variables of ValidatingAdmissionPolicy / MutatingAdmissionPolicy expressions (`authorizer` is not offered),
 # plus lahar's `queueObject`: the Volcano Queue the reviewed Job/PodGroup/Pod is submitted to (null if none).
@@ -106,6 +113,15 @@ class CompileError(CelError):
 
 class EvaluationError(CelError):
     """The expression compiled but failed on this input (no such key, no matching overload, ...)."""
+
+
+class CostBudgetExhausted(EvaluationError):
+    """The review's cost budget (`Activation.budget`) is spent: this expression and those after it are not run."""
+
+    def __init__(self, estimated: int, remaining: int) -> None:
+        self.estimated, self.remaining = estimated, remaining
+        super().__init__(f"running out of cost budget: estimated cost {estimated}, {remaining} left of the review's "
+                         "budget; no further expressions are evaluated")
 
 
 class CostLimitExceeded(EvaluationError):
@@ -259,13 +275,14 @@ class Activation:
     Not thread-safe: one per review."""
 
     def __init__(self, bindings: Mapping[str, Any] | None = None, *, deadline: float | None = None,
-                 views: Mapping[str, Callable[[Any], Any]] | None = None) -> None:
+                 views: Mapping[str, Callable[[Any], Any]] | None = None, budget: int | None = None) -> None:
         self._data: dict[str, Any] = {"jsonpatch": {}, **(bindings or {})}
         self._views = dict(views or {})   # name -> the part of its value the programs can reach (`Reach.view`)
         self._seen: dict[str, Any] = {}    # name -> the view last handed to the engine
         self._ctx: Any = None
         self._sizes = _Sizes(self._data)
         self.deadline = deadline          # time.monotonic() value after which nothing more is evaluated
+        self.budget = budget              # cost left for every expression still to run on this input (None: no cap)
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -463,6 +480,11 @@ class Program:
         estimated = self._cost if isinstance(self._cost, int) else self._cost(activation.sizes())
         if estimated > self.cost_limit:
             raise CostLimitExceeded(estimated, self.cost_limit)
+        if activation.budget is not None:
+            if estimated > activation.budget:
+                remaining, activation.budget = activation.budget, 0
+                raise CostBudgetExhausted(estimated, remaining)
+            activation.budget -= estimated
         try:
             return self._program.execute(activation.context())
         except KeyError as e:
@@ -633,6 +655,8 @@ class _Analysis:
         from lark import Token, Tree
 
         if isinstance(tree, Token):
+            if tree.type == "STRING_LIT" and len(tree) > 3:     # a string literal is as long as its text
+                return _Node(1, lambda s, _n=len(tree) - 2: _n)
             return _Node(1, _one)
         kind, kids = tree.data, tree.children
         if kind == "ident":
@@ -665,15 +689,16 @@ class _Analysis:
                 inner_env = {**env, var: (*rng.path, "*") if rng.path else None}
                 body = [self.node(a, inner_env) for a in args[1:]]
                 return _Node(_comprehension(rng, body), rng.size if method in ("map", "filter") else _one)
-            parts = [self.node(target, env), *(self.node(a, env) for a in args)]
-            return _Node(_sum_cost(parts), _largest)
+            tgt, argn = self.node(target, env), [self.node(a, env) for a in args]
+            return _Node(_total([_sum_cost([tgt, *argn]), *_traversal(method, tgt, argn)], extra=0),
+                         _result_size(method, tgt, argn))
         if kind == "ident_arg":
             fn = self._token(kids[0])
             args = list(kids[1].children) if len(kids) > 1 and isinstance(kids[1], Tree) else []
             parts = [self.node(a, env) for a in args]
             if fn == "has" and len(parts) == 1 and parts[0].occ >= 0:   # only the field's presence is read
                 self.uses[parts[0].occ] = (self.uses[parts[0].occ][0], None)
-            return _Node(_sum_cost(parts), _largest)
+            return _Node(_sum_cost(parts), _one if fn in _SCALAR else _largest)
         if kind == "list_lit":
             items = list(kids[0].children) if kids and isinstance(kids[0], Tree) else []
             parts = [self.node(a, env) for a in items]
@@ -681,11 +706,49 @@ class _Analysis:
             return _Node(_sum_cost(parts), lambda s, _n=n: _n)
         if kind == "addition" and len(kids) == 2 and isinstance(kids[0], Tree) and kids[0].data == "addition_add":
             left, right = self.node(kids[0].children[0], env), self.node(kids[1], env)
-            return _Node(_sum_cost([left, right]), lambda s, a=left.size, b=right.size: a(s) + b(s))
+            size = _concat_size(left.size, right.size)   # `+` on strings and lists copies both sides
+            return _Node(_total([_sum_cost([left, right]), size], extra=0), size)
         subtrees = [k for k in kids if isinstance(k, Tree)]
-        if len(kids) == 1 and subtrees:
-            return self.node(kids[0], env)          # pass-through rules (expr, member, primary, paren_expr, ...)
+        if len(kids) == 1:
+            return self.node(kids[0], env)          # pass-through rules (expr, member, primary, literal, ...)
         return _Node(_sum_cost([self.node(k, env) for k in subtrees]), _largest)
+
+
+# Kubernetes' estimator charges by size, not by node: a call that walks its string or list costs its length, and
+# what it returns is as large as what it walked (`split('')` of a 1 MB string is a million-element list).
+_WALKS = frozenset({"split", "replace", "join", "lowerAscii", "upperAscii", "trim", "indexOf", "lastIndexOf",
+                    "contains", "startsWith", "endsWith", "matches", "substring", "sum", "min", "max", "isSorted"})
+_KEEPS_SIZE = frozenset({"split", "lowerAscii", "upperAscii", "trim", "substring"})
+# Calls whose result is a number, a bool or one character: as small as a literal.
+_SCALAR = frozenset({"size", "contains", "startsWith", "endsWith", "matches", "indexOf", "lastIndexOf", "isSorted",
+                     "sum", "isGreaterThan", "isLessThan", "compareTo", "asInteger", "asApproximateFloat", "sign",
+                     "isInteger", "isQuantity", "q", "charAt", "int", "uint", "double", "has", "getFullYear",
+                     "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear", "getHours",
+                     "getMinutes", "getSeconds", "getMilliseconds"})
+
+
+def _traversal(method: str, target: _Node, args: list[_Node]) -> list[Cost]:
+    if method not in _WALKS:
+        return []
+    if method == "replace" and len(args) >= 2:     # every match may become the replacement
+        return [_replaced_size(target.size, args[1].size)]
+    return [target.size]
+
+
+def _result_size(method: str, target: _Node, args: list[_Node]) -> Formula:
+    if method == "replace" and len(args) >= 2:
+        return _replaced_size(target.size, args[1].size)
+    if method in _SCALAR:
+        return _one
+    return target.size if method in _KEEPS_SIZE else _largest
+
+
+def _replaced_size(text: Formula, new: Formula) -> Formula:
+    return lambda s: text(s) * (1 + new(s))
+
+
+def _concat_size(a: Formula, b: Formula) -> Formula:
+    return lambda s: a(s) + b(s)
 
 
 def _path_size(path: tuple[str, ...] | None) -> Formula:
