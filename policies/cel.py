@@ -560,6 +560,10 @@ def _engine_compile(expression: str, text: str) -> Any:
         raise CompileError(expression, _first_line(message)) from None
 
 
+def _short(name: str, limit: int = 80) -> str:
+    return name if len(name) <= limit else name[:limit] + "…"
+
+
 def _first_line(text: str, limit: int = 200) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "invalid expression"
     return line if len(line) <= limit else line[:limit] + "…"
@@ -573,7 +577,7 @@ def _check_names(expression: str, program: Any, allowed: frozenset[str]) -> None
     bound = set(re.findall(r"\.(?:all|exists|exists_one|map|filter)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,", expression))
     for name in program.variables():
         if name not in bound and name not in allowed:
-            raise CompileError(expression, f"undeclared reference to '{name}'")
+            raise CompileError(expression, f"undeclared reference to '{_short(name)}'")
 
 
 def _check_references(expression: str, program: Any, analysis: _Analysis, allowed: frozenset[str]) -> None:
@@ -581,12 +585,12 @@ def _check_references(expression: str, program: Any, analysis: _Analysis, allowe
         if name in analysis.bound or name in allowed:
             continue
         line, column = analysis.positions.get(name, (0, 0))
-        raise CompileError(expression, f"undeclared reference to '{name}'", line=line, column=column)
+        raise CompileError(expression, f"undeclared reference to '{_short(name)}'", line=line, column=column)
     for name in program.functions():
         if not _FUNCTION_NAME.match(name) or name in KNOWN_FUNCTIONS:   # operators: `_+_`, `!_`, `@in`, ...
             continue
         line, column = analysis.positions.get(name, (0, 0))
-        raise CompileError(expression, f"undeclared function '{name}'", line=line, column=column)
+        raise CompileError(expression, f"undeclared function '{_short(name)}'", line=line, column=column)
 
 
 # --- static shape → cost formula ----------------------------------------------------------------------------------

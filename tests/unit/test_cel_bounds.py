@@ -64,8 +64,9 @@ def test_check_refuses_with_reason_and_position(expression: str, reason: str, po
     "size(" * 500 + "1" + ")" * 500,
     "true ? 1 : " * 1000 + "1",
     "[" + ",".join(['"JSONPatch{"'] * 7000) + "].size() > 0",   # the rewrite was quadratic: minutes
+    "true" * 20_000,                                             # an undeclared name was echoed whole
 ], ids=["parens x100k", "&& x600", "! x1000", "- x1000", "+ x1000", "selection x1000", "parens x250",
-        "lists x1000", "calls x500", "ternaries x1000", "JSONPatch in 7000 strings"])
+        "lists x1000", "calls x500", "ternaries x1000", "JSONPatch in 7000 strings", "80 KB identifier"])
 def test_compile_turns_every_hostile_expression_into_a_compile_error(expression: str) -> None:
     with pytest.raises(cel.CompileError) as info:
         cel.compile(expression)
