@@ -531,9 +531,9 @@ def compile(expression: str, *, variables: Iterable[str] = ROOT_VARIABLES,  # no
         if cost is not None:
             _check_references(expression, program, analysis, allowed)
             accesses = frozenset(analysis.uses.values())
-    if cost is None:  # the analysis could not read it: assume every macro nests over the largest collection
-        _check_names(expression, program, allowed)
-        depth = sum(source.count(f".{m}(") for m in MACROS)
+    if cost is None:  # the analysis could not read it: assume every macro nests over the largest collection,
+        _check_names(expression, program, allowed)   # and every walking call and `+` is over it too
+        depth = sum(source.count(f".{m}(") for m in MACROS | _WALKS) + ("+" in source)
 
         def cost(s: _Sizes, _d: int = depth, _n: int = len(source)) -> int:
             return _n * s.largest() ** _d

@@ -99,3 +99,17 @@ def test_variables_that_double_a_list_are_stopped(monkeypatch: pytest.MonkeyPatc
     results = ap.evaluate(ap.load_documents([doc]), ap.request_for_object(job("x" * 300)))
     assert [r.kind for r in results] == ["error"]      # v2 (1,200 elements) failed; v1 (600) is fine
     assert results[0].message == "variable 'v2' failed: its value has 1200 elements, more than the limit of 1000"
+
+
+@pytest.mark.parametrize("head", [
+    "object.metadata.annotations['a'].split('').size() > 0",
+    "(object.metadata.annotations['a'] + object.metadata.annotations['a']).size() > 0",
+], ids=["split", "+"])
+def test_past_the_analysis_the_coarse_bound_still_counts_sizes(head: str) -> None:
+    # more than ANALYSIS_TOKENS tokens: no fine analysis, the coarse bound must still see the 1 MB walk
+    filler = "[" + ", ".join(["1"] * (cel.ANALYSIS_TOKENS // 2 + 10)) + "].size() > 0"   # tokens, not depth
+    program = cel.compile(f"{head} && {filler}")
+    assert program.accesses is None
+    with pytest.raises(cel.CostLimitExceeded):
+        program.evaluate(cel.Activation({"object": job("x" * 1_000_000)}))
+    assert program.estimate(cel.Activation({"object": job("short")})) < cel.DEFAULT_COST_LIMIT
