@@ -4,7 +4,8 @@ Sits under `policies.cel.compile`, which calls `Analysis().node(parse_tree(sourc
 cost (an int, or a formula evaluated with `cel._Sizes` of the actual input before each run), the variable paths
 read (`Analysis.uses`) and identifier positions for error messages. Costs follow Kubernetes' estimator: one unit
 per node, a comprehension its range's size times its body, a call that walks a string or list (`WALKS`) its
-length, `+` on strings and lists both sides.
+length, `+` on strings and lists both sides; a list converted to or from Python for lahar's library functions
+(`split`'s result, `join`'s input, ...) costs `CONVERSION_WEIGHT` per element.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MACROS", "WALKS", "Analysis", "Cost", "Formula", "parse_tree"]
+__all__ = ["CONVERSION_WEIGHT", "MACROS", "WALKS", "Analysis", "Cost", "Formula", "parse_tree"]
 
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 # A formula takes the input's sizes (`policies.cel._Sizes`: `.at(path)`, `.largest()`) and gives a number.
@@ -156,12 +157,25 @@ _SCALAR = frozenset({"size", "contains", "startsWith", "endsWith", "matches", "i
                      "getMinutes", "getSeconds", "getMilliseconds"})
 
 
+# lahar's library functions run in Python: a list they take or return is converted element by element between CEL
+# and Python values (a few µs each, where an engine node takes tens of ns), so each such element costs this much.
+CONVERSION_WEIGHT = 100
+_LIST_RESULT = frozenset({"split"})
+_LIST_TARGET = frozenset({"join", "sum", "min", "max", "isSorted"})
+
+
 def _traversal(method: str, target: _Node, args: list[_Node]) -> list[Cost]:
     if method not in WALKS:
         return []
     if method == "replace" and len(args) >= 2:     # every match may become the replacement
         return [_replaced_size(target.size, args[1].size)]
+    if method in _LIST_RESULT or method in _LIST_TARGET:
+        return [_weighted(target.size)]
     return [target.size]
+
+
+def _weighted(size: Formula) -> Formula:
+    return lambda s: CONVERSION_WEIGHT * size(s)
 
 
 def _result_size(method: str, target: _Node, args: list[_Node]) -> Formula:
