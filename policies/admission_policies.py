@@ -574,6 +574,10 @@ def _error(policy: CompiledPolicy, index: int, message: str, *, reason: str = "I
 
 
 _NO_VARIABLES: dict[str, Any] = {}
+# The engine converts every variable's value again at each evaluation that follows it (a 100k-element list costs
+# about 1 s per evaluation under load), which no cost estimate of the expressions sees: a variable larger than this
+# fails, as an expression error (see `failurePolicy`).
+MAX_VARIABLE_ELEMENTS = 100_000
 _PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 
 
@@ -618,10 +622,16 @@ def _evaluate_one(policy: CompiledPolicy, act: cel.Activation, state: dict[str, 
         act.bind("variables", values)        # read through the resolver at each evaluation: filled in place
     for name, program in policy.variables:
         try:
-            values[name] = program.evaluate(act)
-            act.bind("variables", values)
+            value = program.evaluate(act)
         except cel.CelError as e:
             failed_vars[name] = str(e)
+            continue
+        if isinstance(value, list | dict | str) and len(value) > MAX_VARIABLE_ELEMENTS:
+            failed_vars[name] = (f"its value has {len(value)} elements, more than the limit of "
+                                 f"{MAX_VARIABLE_ELEMENTS}")
+            continue
+        values[name] = value
+        act.bind("variables", values)
     results: list[Result] = []
     for i, compiled in enumerate(policy.mutations):
         bad = [v for v in compiled.references if v in failed_vars]
@@ -695,11 +705,13 @@ def queue_name(request: Any) -> str | None:
 
 def evaluate(policies: Iterable[CompiledPolicy], request: Any, *, namespace_obj: Mapping | None = None,
              queue_lookup: Callable[[str], Mapping | None] | None = None,
-             deadline: float | None = None) -> list[Result]:
+             deadline: float | None = None, budget: int | None = cel.DEFAULT_REVIEW_BUDGET) -> list[Result]:
     """Every policy that matches `request` (a `webhooks.review.Request`-like object or an AdmissionReview
     `request` mapping), in name order; mutations of earlier policies are visible to later ones (and to
     validations). `queue_lookup(name)` gives `queueObject` (e.g. `Lookups.queue`). Pure apart from that lookup:
-    the request is not changed. `deadline` (time.monotonic()) bounds the whole run: expressions after it fail."""
+    the request is not changed. `deadline` (time.monotonic()) bounds the whole run: expressions after it fail; so
+    does `budget`, the estimated cost all expressions of this review may spend together (Kubernetes'
+    RuntimeCELCostBudget). Either failure is answered as the policy's `failurePolicy` says."""
     req = _normalize(request)
     chosen = [p for p in sorted(policies, key=lambda p: p.name) if matches(p, req, namespace_obj=namespace_obj)]
     if not chosen:
@@ -714,7 +726,7 @@ def evaluate(policies: Iterable[CompiledPolicy], request: Any, *, namespace_obj:
     queue = queue_lookup(qname) if qname else None
     act = cel.Activation({"object": obj, "oldObject": req.old_object, "request": req.cel(),
                           "namespaceObject": ns, "queueObject": queue, "params": None, "variables": _NO_VARIABLES},
-                         deadline=deadline, views=_views(chosen))
+                         deadline=deadline, views=_views(chosen), budget=budget)
     results: list[Result] = []
     for policy in chosen:
         results += _evaluate_one(policy, act, state)

@@ -11,12 +11,18 @@ typo is caught when the policy is loaded, not when the first object arrives.
 Cost limit. The Rust evaluator holds the GIL and has no interrupt, so a runaway expression cannot be stopped once
 it runs. CEL has no loops, only comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`) over finite lists
 and maps, so the work an expression can do is bounded by its shape and the sizes of the collections it ranges over.
-Compilation turns the expression into a cost formula (Kubernetes' estimated cost: one unit per node, a
+Before any parser sees it, the text is bounded (`policies.cel_text`: length, tokens, nesting), so a hostile
+expression is a `CompileError`, never a crash. Compilation then turns the expression into a cost formula
+(`policies.cel_costs`; Kubernetes' estimated cost: one unit per node, a
 comprehension costs its range's size times its body), and `Program.evaluate` computes it with the sizes of the
 actual input (`object.spec.tasks` has 4 elements; a range it cannot name is bounded by the largest collection
 anywhere in the input) before running anything. Above `cost_limit` (default 1,000,000, Kubernetes' per-expression
-limit) evaluation is refused with `CostLimitExceeded` naming the estimate and the limit. An `Activation` may also
-carry a deadline: every evaluation after it is refused (`EvaluationError`), which bounds a whole policy stage.
+limit) evaluation is refused with `CostLimitExceeded` naming the estimate and the limit. Costs follow sizes, as in
+Kubernetes' estimator: a call that walks a string or list (`split`, `replace`, `contains`, `matches`, ...) costs
+its length and returns a value as large, and `+` on strings and lists costs both sides. An `Activation` may carry a
+`budget` (per review, Kubernetes' 10,000,000): each evaluation spends its estimate, and one that does not fit is
+refused with `CostBudgetExhausted`, as is all that follows. It may also carry a deadline: every evaluation after it
+is refused (`EvaluationError`), which bounds a whole policy stage.
 
 Input size. The engine converts a Python value into CEL values slowly (~0.3 ms for a 4-task Job) and copies a
 nested map on each member access past the first, so compilation also records the variable paths an expression
@@ -49,15 +55,19 @@ from typing import Any
 import cel as _cel
 
 from lahar.kube import quantity as _quantity
+from lahar.policies import cel_text
+from lahar.policies.cel_costs import MACROS, WALKS, Analysis, Formula, parse_tree
 
 __all__ = [
     "BUILTIN_FUNCTIONS",
     "DEFAULT_COST_LIMIT",
+    "DEFAULT_REVIEW_BUDGET",
     "LIBRARY",
     "ROOT_VARIABLES",
     "Activation",
     "CelError",
     "CompileError",
+    "CostBudgetExhausted",
     "CostLimitExceeded",
     "EvaluationError",
     "Program",
@@ -66,11 +76,12 @@ __all__ = [
 ]
 
 DEFAULT_COST_LIMIT = 1_000_000
+DEFAULT_REVIEW_BUDGET = 10_000_000        # Kubernetes' RuntimeCELCostBudget: all expressions of one review together
+ANALYSIS_TOKENS = 1_000
 # The variables of ValidatingAdmissionPolicy / MutatingAdmissionPolicy expressions (`authorizer` is not offered),
 # plus lahar's `queueObject`: the Volcano Queue the reviewed Job/PodGroup/Pod is submitted to (null if none).
 ROOT_VARIABLES = frozenset({"object", "oldObject", "request", "params", "namespaceObject", "queueObject", "variables",
                             "jsonpatch"})
-MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 # What the engine implements itself (macros and `has` never show up in a program's function list).
 BUILTIN_FUNCTIONS = frozenset({
     "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string", "bytes", "type",
@@ -95,13 +106,24 @@ class CompileError(CelError):
         where = f" at line {line}, column {column}" if line else ""
         text = f"{reason}{where}"
         if line:
-            src = expression.splitlines()[line - 1] if expression.splitlines() else expression
-            text += f"\n | {src}\n | {'.' * (column - 1)}^"
+            lines = expression.splitlines() or [expression]
+            src = lines[min(line, len(lines)) - 1]
+            start = max(0, column - 1 - 60)         # a long line is shown as 120 characters around the column
+            text += f"\n | {src[start:start + 120]}\n | {'.' * (column - 1 - start)}^"
         super().__init__(text)
 
 
 class EvaluationError(CelError):
     """The expression compiled but failed on this input (no such key, no matching overload, ...)."""
+
+
+class CostBudgetExhausted(EvaluationError):
+    """The review's cost budget (`Activation.budget`) is spent: this expression and those after it are not run."""
+
+    def __init__(self, estimated: int, remaining: int) -> None:
+        self.estimated, self.remaining = estimated, remaining
+        super().__init__(f"running out of cost budget: estimated cost {estimated}, {remaining} left of the review's "
+                         "budget; no further expressions are evaluated")
 
 
 class CostLimitExceeded(EvaluationError):
@@ -255,13 +277,14 @@ class Activation:
     Not thread-safe: one per review."""
 
     def __init__(self, bindings: Mapping[str, Any] | None = None, *, deadline: float | None = None,
-                 views: Mapping[str, Callable[[Any], Any]] | None = None) -> None:
+                 views: Mapping[str, Callable[[Any], Any]] | None = None, budget: int | None = None) -> None:
         self._data: dict[str, Any] = {"jsonpatch": {}, **(bindings or {})}
         self._views = dict(views or {})   # name -> the part of its value the programs can reach (`Reach.view`)
         self._seen: dict[str, Any] = {}    # name -> the view last handed to the engine
         self._ctx: Any = None
         self._sizes = _Sizes(self._data)
         self.deadline = deadline          # time.monotonic() value after which nothing more is evaluated
+        self.budget = budget              # cost left for every expression still to run on this input (None: no cap)
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -432,7 +455,6 @@ def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 # --- compiled programs --------------------------------------------------------------------------------------------
 
 
-Formula = Callable[[_Sizes], int]
 
 
 @dataclass(frozen=True)
@@ -459,6 +481,11 @@ class Program:
         estimated = self._cost if isinstance(self._cost, int) else self._cost(activation.sizes())
         if estimated > self.cost_limit:
             raise CostLimitExceeded(estimated, self.cost_limit)
+        if activation.budget is not None:
+            if estimated > activation.budget:
+                remaining, activation.budget = activation.budget, 0
+                raise CostBudgetExhausted(estimated, remaining)
+            activation.budget -= estimated
         try:
             return self._program.execute(activation.context())
         except KeyError as e:
@@ -479,308 +506,89 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+):\s*(.*)")
 
 def compile(expression: str, *, variables: Iterable[str] = ROOT_VARIABLES,  # noqa: A001 — reads as cel.compile
             cost_limit: int = DEFAULT_COST_LIMIT) -> Program:
-    """Compile `expression`; `variables` are the names it may reference. Raises `CompileError`."""
+    """Compile `expression`; `variables` are the names it may reference. Raises `CompileError`, and nothing else:
+    the text is bounded (`cel_text.check`) before any parser sees it, and every failure of the engine (a panic
+    included) or of the analysis becomes a `CompileError`."""
     if not isinstance(expression, str) or not expression.strip():
         raise CompileError(str(expression or ""), "empty expression")
-    source = _rewrite_struct_literals(expression)
-    _syntax_check(expression)
-    try:
-        program = _cel.compile(source)
-    except ValueError as e:  # only when the rewrite broke something the original parse accepted
-        raise CompileError(expression, str(e)) from None
-    tree = _parse_tree(source)
+    measured = cel_text.shape(expression)
+    if measured.violation is not None:
+        v = measured.violation
+        raise CompileError(expression, v.reason, line=v.line, column=v.column)
+    source = cel_text.rewrite_struct_literals(expression)
+    program = _engine_compile(expression, expression)      # errors are positioned in the user's own text
+    if source != expression:
+        program = _engine_compile(expression, source)
     allowed = frozenset(variables)
-    accesses = None
+    accesses, cost = None, None
+    # celpy's lark parser takes about 0.5 ms a token: past `ANALYSIS_TOKENS` the coarse bound below is used.
+    tree = parse_tree(source) if measured.tokens <= ANALYSIS_TOKENS else None
     if tree is not None:
-        analysis = _Analysis()
-        cost = analysis.node(tree, {}).cost
-        _check_references(expression, program, analysis, allowed)
-        accesses = frozenset(analysis.uses.values())
-    else:  # the analysis grammar disagrees with the engine: assume every macro nests over the largest collection
-        depth = sum(source.count(f".{m}(") for m in MACROS)
+        analysis = Analysis()
+        try:
+            cost = analysis.node(tree, {}).cost
+        except RecursionError:       # deeper than the analysis can walk: fall back to the coarse bound below
+            cost = None
+        if cost is not None:
+            _check_references(expression, program, analysis, allowed)
+            accesses = frozenset(analysis.uses.values())
+    if cost is None:  # the analysis could not read it: assume every macro nests over the largest collection,
+        _check_names(expression, program, allowed)   # and every walking call and `+` is over it too
+        depth = sum(source.count(f".{m}(") for m in MACROS | WALKS) + ("+" in source)
 
         def cost(s: _Sizes, _d: int = depth, _n: int = len(source)) -> int:
             return _n * s.largest() ** _d
     return Program(source=expression, cost_limit=cost_limit, _program=program, _cost=cost, accesses=accesses)
 
 
-def _syntax_check(expression: str) -> None:
+# What the binding raises on a bad expression: ValueError for a syntax error, and pyo3's PanicException when the
+# Rust parser panics, which derives from BaseException, not Exception. Everything but the interpreter's own exits.
+_EXITS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _engine_compile(expression: str, text: str) -> Any:
     try:
-        _cel.compile(expression)
-    except ValueError as e:
-        text = str(e)
-        m = _POSITION.search(text)
-        if m:
-            reason = m.group(3).strip()
-            raise CompileError(expression, reason, line=int(m.group(1)), column=int(m.group(2))) from None
-        raise CompileError(expression, text) from None
+        return _cel.compile(text)
+    except BaseException as e:
+        if isinstance(e, _EXITS):
+            raise
+        message = str(e)
+        m = _POSITION.search(message)
+        if m and text is expression:
+            reason = _RECURSION_LIMIT.sub(lambda r: f"nesting too deep ({r.group(1).lower()})", m.group(3).strip())
+            raise CompileError(expression, _first_line(reason), line=int(m.group(1)),
+                               column=int(m.group(2))) from None
+        raise CompileError(expression, _first_line(message)) from None
 
 
-def _check_references(expression: str, program: Any, analysis: _Analysis, allowed: frozenset[str]) -> None:
+def _short(name: str, limit: int = 80) -> str:
+    return name if len(name) <= limit else name[:limit] + "…"
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "invalid expression"
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+_RECURSION_LIMIT = re.compile(r'OtherError\(ParseError \{.*?msg: "([^"]*)".*?\}\)')
+
+
+def _check_names(expression: str, program: Any, allowed: frozenset[str]) -> None:
+    """Undeclared variables without the analysis: only comprehension variables (`x` in `.all(x, ...)`) are bound."""
+    bound = set(re.findall(r"\.(?:all|exists|exists_one|map|filter)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,", expression))
+    for name in program.variables():
+        if name not in bound and name not in allowed:
+            raise CompileError(expression, f"undeclared reference to '{_short(name)}'")
+
+
+def _check_references(expression: str, program: Any, analysis: Analysis, allowed: frozenset[str]) -> None:
     for name in program.variables():
         if name in analysis.bound or name in allowed:
             continue
         line, column = analysis.positions.get(name, (0, 0))
-        raise CompileError(expression, f"undeclared reference to '{name}'", line=line, column=column)
+        raise CompileError(expression, f"undeclared reference to '{_short(name)}'", line=line, column=column)
     for name in program.functions():
         if not _FUNCTION_NAME.match(name) or name in KNOWN_FUNCTIONS:   # operators: `_+_`, `!_`, `@in`, ...
             continue
         line, column = analysis.positions.get(name, (0, 0))
-        raise CompileError(expression, f"undeclared function '{name}'", line=line, column=column)
-
-
-# --- `JSONPatch{op: "add", ...}` → `{"op": "add", ...}` ------------------------------------------------------------
-
-_STRUCT = re.compile(r"\bJSONPatch\s*\{")
-_IDENT_COLON = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:")
-
-
-def _rewrite_struct_literals(src: str) -> str:
-    """MutatingAdmissionPolicy's typed `JSONPatch{...}` literal as a plain map (the engine has no struct types).
-    Positions of a syntax error are taken from the original text, so the rewrite may shift columns freely."""
-    out, i = [], 0
-    while True:
-        m = _STRUCT.search(src, i)
-        if m is None or _in_string(src, m.start()):
-            if m is None:
-                out.append(src[i:])
-                return "".join(out)
-            out.append(src[i:m.end()])
-            i = m.end()
-            continue
-        out.append(src[i:m.start()] + "{")
-        j, depth, expect_key = m.end(), 0, True
-        while j < len(src):
-            ch = src[j]
-            if expect_key and depth == 0:
-                k = _IDENT_COLON.match(src, j)
-                if k:
-                    out.append(f' "{k.group(1)}":')
-                    j, expect_key = k.end(), False
-                    continue
-                expect_key = False
-            if ch in "\"'":
-                end = _string_end(src, j)
-                out.append(src[j:end])
-                j = end
-                continue
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                if depth == 0:
-                    break
-                depth -= 1
-            elif ch == "," and depth == 0:
-                expect_key = True
-            out.append(ch)
-            j += 1
-        i = j
-
-
-def _string_end(src: str, j: int) -> int:
-    quote = src[j]
-    if src.startswith(quote * 3, j):
-        end = src.find(quote * 3, j + 3)
-        return len(src) if end < 0 else end + 3
-    k = j + 1
-    while k < len(src):
-        if src[k] == "\\":
-            k += 2
-            continue
-        if src[k] == quote:
-            return k + 1
-        k += 1
-    return len(src)
-
-
-def _in_string(src: str, pos: int) -> bool:
-    j = 0
-    while j < pos:
-        if src[j] in "\"'":
-            end = _string_end(src, j)
-            if end > pos:
-                return True
-            j = end
-        else:
-            j += 1
-    return False
-
-
-# --- static shape → cost formula ----------------------------------------------------------------------------------
-
-
-@functools.cache
-def _parser() -> Any:
-    from celpy.celparser import CELParser
-
-    return CELParser()
-
-
-def _parse_tree(source: str) -> Any:
-    try:
-        return _parser().parse(source)
-    except Exception:
-        return None
-
-
-@dataclass(frozen=True)
-class _Node:
-    cost: Cost
-    size: Formula
-    path: tuple[str, ...] | None = None
-    occ: int = -1                      # key in `_Analysis.uses` while this path's value is used as a whole
-
-
-def _one(s: _Sizes) -> int:
-    return 1
-
-
-def _largest(s: _Sizes) -> int:
-    return s.largest()
-
-
-class _Analysis:
-    """Walks celpy's lark parse tree of the expression; records comprehension variables and identifier positions."""
-
-    def __init__(self) -> None:
-        self.bound: set[str] = set()
-        self.positions: dict[str, tuple[int, int]] = {}
-        # How each variable path is used: True whole (its value escapes: compared, passed, returned), False only
-        # iterated (a comprehension's range: elements reached through the bound variable's paths), None only
-        # tested for presence (`has(a.b)`).
-        self.uses: dict[int, tuple[tuple[str, ...], bool | None]] = {}
-
-    def _use(self, path: tuple[str, ...] | None) -> int:
-        if path is None:
-            return -1
-        self.uses[len(self.uses)] = (path, True)
-        return len(self.uses) - 1
-
-    def _extended(self, inner: _Node, *, iterated: bool = False) -> None:
-        if inner.occ >= 0:
-            if iterated:
-                self.uses[inner.occ] = (self.uses[inner.occ][0], False)
-            else:
-                del self.uses[inner.occ]
-
-    def _token(self, tok: Any) -> str:
-        name = str(tok)
-        self.positions.setdefault(name, (getattr(tok, "line", 0) or 0, getattr(tok, "column", 0) or 0))
-        return name
-
-    def node(self, tree: Any, env: Mapping[str, tuple[str, ...] | None]) -> _Node:  # noqa: C901 — one case per rule
-        from lark import Token, Tree
-
-        if isinstance(tree, Token):
-            return _Node(1, _one)
-        kind, kids = tree.data, tree.children
-        if kind == "ident":
-            name = self._token(kids[0])
-            path = env.get(name, (name,))
-            return _Node(1, _path_size(path), path, self._use(path))
-        if kind == "member_dot":
-            inner = self.node(kids[0], env)
-            self._token(kids[1])
-            path = (*inner.path, str(kids[1])) if inner.path else None
-            if path is not None:
-                self._extended(inner)
-            return _Node(_plus(inner.cost), _path_size(path), path, self._use(path))
-        if kind == "member_index":
-            inner, index = self.node(kids[0], env), kids[1]
-            key = _string_literal(index)
-            path = (*inner.path, key if key is not None else "*") if inner.path else None
-            if path is not None:
-                self._extended(inner)
-            return _Node(_sum_cost([inner, self.node(index, env)]), _path_size(path), path, self._use(path))
-        if kind == "member_dot_arg":
-            target, method = kids[0], self._token(kids[1])
-            args = list(kids[2].children) if len(kids) > 2 and isinstance(kids[2], Tree) else []
-            var = _bare_ident(args[0]) if args else None
-            if method in MACROS and len(args) >= 2 and var is not None:
-                self.bound.add(var)
-                rng = self.node(target, env)
-                if method != "filter":          # filter returns the elements themselves: they stay whole
-                    self._extended(rng, iterated=True)
-                inner_env = {**env, var: (*rng.path, "*") if rng.path else None}
-                body = [self.node(a, inner_env) for a in args[1:]]
-                return _Node(_comprehension(rng, body), rng.size if method in ("map", "filter") else _one)
-            parts = [self.node(target, env), *(self.node(a, env) for a in args)]
-            return _Node(_sum_cost(parts), _largest)
-        if kind == "ident_arg":
-            fn = self._token(kids[0])
-            args = list(kids[1].children) if len(kids) > 1 and isinstance(kids[1], Tree) else []
-            parts = [self.node(a, env) for a in args]
-            if fn == "has" and len(parts) == 1 and parts[0].occ >= 0:   # only the field's presence is read
-                self.uses[parts[0].occ] = (self.uses[parts[0].occ][0], None)
-            return _Node(_sum_cost(parts), _largest)
-        if kind == "list_lit":
-            items = list(kids[0].children) if kids and isinstance(kids[0], Tree) else []
-            parts = [self.node(a, env) for a in items]
-            n = len(items)
-            return _Node(_sum_cost(parts), lambda s, _n=n: _n)
-        if kind == "addition" and len(kids) == 2 and isinstance(kids[0], Tree) and kids[0].data == "addition_add":
-            left, right = self.node(kids[0].children[0], env), self.node(kids[1], env)
-            return _Node(_sum_cost([left, right]), lambda s, a=left.size, b=right.size: a(s) + b(s))
-        subtrees = [k for k in kids if isinstance(k, Tree)]
-        if len(kids) == 1 and subtrees:
-            return self.node(kids[0], env)          # pass-through rules (expr, member, primary, paren_expr, ...)
-        return _Node(_sum_cost([self.node(k, env) for k in subtrees]), _largest)
-
-
-def _path_size(path: tuple[str, ...] | None) -> Formula:
-    if path is None:
-        return _largest
-    return lambda s, _p=path: s.at(_p)
-
-
-# A cost is an int (no comprehension below: known at compile time) or a formula over the input's sizes; constants
-# are folded so evaluating the formula costs one call per comprehension, not one per node.
-Cost = int | Formula
-
-
-def _total(costs: list[Cost], extra: int = 1) -> Cost:
-    const = extra + sum(c for c in costs if isinstance(c, int))
-    fns = [c for c in costs if not isinstance(c, int)]
-    if not fns:
-        return const
-    if len(fns) == 1:
-        f = fns[0]
-        return lambda s: const + f(s)
-    return lambda s: const + sum(f(s) for f in fns)
-
-
-def _plus(cost: Cost) -> Cost:
-    return _total([cost])
-
-
-def _sum_cost(parts: list[_Node]) -> Cost:
-    return _total([p.cost for p in parts])
-
-
-def _comprehension(rng: _Node, body: list[_Node]) -> Cost:
-    per_item, range_cost, size = _total([b.cost for b in body]), rng.cost, rng.size
-    if isinstance(per_item, int):
-        return _total([range_cost, lambda s: size(s) * per_item], extra=0)
-    return _total([range_cost, lambda s: size(s) * per_item(s)], extra=0)
-
-
-def _bare_ident(tree: Any) -> str | None:
-    from lark import Tree
-
-    node = tree
-    while isinstance(node, Tree) and len(node.children) == 1 and node.data != "ident":
-        node = node.children[0]
-    if isinstance(node, Tree) and node.data == "ident":
-        return str(node.children[0])
-    return None
-
-
-def _string_literal(tree: Any) -> str | None:
-    from lark import Token, Tree
-
-    node = tree
-    while isinstance(node, Tree) and len(node.children) == 1:
-        node = node.children[0]
-    if isinstance(node, Token) and node.type == "STRING_LIT" and not node.startswith(("r", "R")):
-        return node[1:-1]
-    return None
+        raise CompileError(expression, f"undeclared function '{_short(name)}'", line=line, column=column)

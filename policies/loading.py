@@ -241,6 +241,12 @@ class PolicyLoader:
             except ConfigError as e:
                 self._failed[key], self.errors[key] = d, e
                 return Outcome(False, e)
+            except Exception as e:  # noqa: BLE001 — a ConfigMap nobody could parse is skipped, never fatal
+                log.exception("ConfigMap %s: policies could not be loaded", key)
+                err = ConfigError([(f"data[{POLICY_KEY}]", f"could not be loaded ({type(e).__name__}): "
+                                    f"{str(e)[:200]}")], source=f"ConfigMap {key}")
+                self._failed[key], self.errors[key] = d, err
+                return Outcome(False, err)
             self._failed.pop(key, None)
             self.errors.pop(key, None)
             ns = (cm.get("metadata") or {}).get("namespace") or ""

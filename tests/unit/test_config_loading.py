@@ -216,3 +216,43 @@ def test_metrics_render() -> None:
     assert reg.render() == '# HELP x_total Things.\n# TYPE x_total counter\nx_total{a="q\\"1"} 1\n'
     with pytest.raises(ValueError, match="takes labels"):
         c.inc(b="1")
+
+
+# --- a policy that cannot be loaded is skipped at startup, with an Event and a metric, never fatal ----------------
+
+HOSTILE = {**POLICY, "metadata": {"name": "hostile"},
+           "spec": {**POLICY["spec"], "validations": [{"expression": "1" + "+1" * 40_000 + " > 0"}]}}
+
+
+def test_policy_loader_turns_an_unexpected_failure_into_a_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
+    loader = loading.PolicyLoader()
+
+    def explode(*_a: Any, **_k: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(loading, "load_documents", explode)
+    outcome = loader.apply(policy_cm())
+    assert not outcome.changed and outcome.error is not None
+    assert outcome.error.errors == [(f"data[{loading.POLICY_KEY}]",
+                                     "could not be loaded (RecursionError): maximum recursion depth exceeded")]
+    assert list(loader.current()) == []
+
+
+def test_a_hostile_policy_present_at_startup_is_skipped_and_reported(cluster: MemoryClient) -> None:
+    rt = cluster.registry.get("", "v1", "configmaps")
+    events_rt = cluster.registry.get("", "v1", "events")
+    cluster.create(rt, policy_cm("hostile-policy", docs=[HOSTILE]), namespace=NS)
+    cluster.create(rt, policy_cm(), namespace=NS)
+    key = f"{NS}/hostile-policy"
+    failures = metrics.RELOAD_FAILURES.value(configmap=key)
+    watch = loading.ConfigMapWatch(cluster, component="test")
+    policies = watch.watch_policies()
+    with watch:
+        assert eventually(lambda: [p.name for p in policies.current()] == ["team"])
+        assert eventually(lambda: metrics.RELOAD_FAILURES.value(configmap=key) == failures + 1)
+        evs = eventually(lambda: [e for e in cluster.list(events_rt, namespace=NS)["items"]
+                                  if e["reason"] == "InvalidConfiguration"
+                                  and e["involvedObject"]["name"] == "hostile-policy"])
+        assert evs and "spec.validations[0].expression" in evs[0]["message"]
+        assert "nested more than 250 levels deep" in evs[0]["message"]
+        assert "at line 1, column 502" in evs[0]["message"]

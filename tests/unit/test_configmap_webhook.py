@@ -147,7 +147,7 @@ def test_registration_reaches_only_lahars_configmaps(configmap: dict, namespace:
     from lahar.devcluster import admission as dc
 
     hook = _configmap_hook(namespace)
-    assert hook["clientConfig"]["caBundle"] and hook["failurePolicy"] == "Ignore"
+    assert hook["clientConfig"]["caBundle"] and hook["failurePolicy"] == "Fail"
     ns = configmap["metadata"]["namespace"]
     call = dc.AdmissionCall(operation="CREATE", group="", version="v1", resource="configmaps", namespace=ns,
                             name=configmap["metadata"]["name"], kind=("", "v1", "ConfigMap"), obj=configmap)
@@ -155,3 +155,33 @@ def test_registration_reaches_only_lahars_configmaps(configmap: dict, namespace:
     matched = (dc.webhook_matches(hook, call, lambda _ns: labels)
                and dc.match_conditions(hook, call, dc.build_review(call)["request"]))
     assert matched is reaches
+
+
+def test_lahars_configmaps_fail_closed() -> None:
+    """A ConfigMap stored while the webhook was down is one nobody checked: the webhook fails closed."""
+    assert _configmap_hook()["failurePolicy"] == "Fail"
+
+
+HOSTILE_EXPRESSIONS = [
+    ("1" + "+1" * 40_000, "nested more than 250 levels deep"),          # was SIGSEGV: the whole webhook died
+    ("(" * 100_000 + "1" + ")" * 100_000, "200001 characters long"),   # was PanicException: HTTP 500
+    ("!" * 1000 + "true", "nested more than 250 levels deep"),          # was RecursionError: HTTP 500
+]
+
+
+@pytest.mark.parametrize(("expression", "reason"), HOSTILE_EXPRESSIONS, ids=["+ x40k", "parens x100k", "! x1000"])
+def test_a_hostile_policy_is_refused_with_its_field_and_the_webhook_keeps_answering(expression: str,
+                                                                                     reason: str) -> None:
+    doc = ("apiVersion: lahar.sh/v1alpha1\nkind: AdmissionPolicy\nmetadata: {name: hostile}\nspec:\n"
+           "  matchConstraints: {resourceRules: [{apiGroups: [batch.volcano.sh], resources: [jobs]}]}\n"
+           f"  validations:\n  - expression: '{expression}'\n")
+    app = create_app(lookups=StaticLookups(), config=AdmissionConfig())
+    body = review.to_review(review.request_for(policies(doc), resource="configmaps"))
+    with TestClient(app) as c:
+        answer = c.post("/configmaps/validate", json=body)
+        assert answer.status_code == 200
+        out = answer.json()["response"]
+        assert out["allowed"] is False and out["status"]["code"] == 422
+        assert "spec.validations[0].expression: compilation failed: " in out["status"]["message"]
+        assert reason in out["status"]["message"]
+        assert c.get("/healthz").status_code == 200
