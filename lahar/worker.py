@@ -16,6 +16,7 @@ visibility timeout, again and again.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import threading
@@ -32,7 +33,8 @@ from lahar.controllers.context import Context
 from lahar.controllers.workqueue import Key
 from lahar.settings import Settings
 
-__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "enqueue", "runtime"]
+__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "broker_task_ids", "enqueue",
+           "repair_stale_marks", "runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -289,8 +291,56 @@ def resync() -> dict[str, int]:
         for obj in items:
             for work in dispatch.route(kind, dispatch.RESYNC, obj, scheduler_names=rt.settings.scheduler_names):
                 keys.add(work.key)
-    sent = sum(1 for key in sorted(keys) if enqueue(key, rt=rt))
-    return {"keys": len(keys), "sent": sent}
+    waiting = [key for key in sorted(keys) if not enqueue(key, rt=rt)]
+    repaired = repair_stale_marks(rt, waiting)
+    return {"keys": len(keys), "sent": len(keys) - len(waiting) + repaired, "repaired": repaired}
+
+
+def broker_task_ids(redis: Any, queues: tuple[str, ...] = (RECONCILE_QUEUE,)) -> set[str]:
+    """The ids of every task in the Redis broker: waiting in `queues` (each priority list of kombu's Redis
+    transport) or delivered to a worker and not yet acknowledged (kombu's `unacked` hash), read in one MULTI so a
+    message moving from the queue to a worker is seen in one place or the other."""
+    steps = (0, 3, 6, 9)  # kombu's default priority_steps; a step > 0 is the list `<queue>\x06\x16<step>`
+    pipe = redis.pipeline(transaction=True)
+    for q in queues:
+        for step in steps:
+            pipe.lrange(q if step == 0 else f"{q}\x06\x16{step}", 0, -1)
+    pipe.hvals("unacked")
+    replies = pipe.execute()
+    ids: set[str] = set()
+    for payload in (p for reply in replies for p in reply or ()):
+        try:
+            message = json.loads(payload)
+            if isinstance(message, list):  # unacked: [message, exchange, routing_key]
+                message = message[0]
+            task_id = (message.get("headers") or {}).get("id") or (message.get("properties") or {}).get("correlation_id")
+        except (ValueError, TypeError, AttributeError, IndexError):
+            continue
+        if task_id:
+            ids.add(str(task_id))
+    return ids
+
+
+def repair_stale_marks(rt: Runtime, keys: list[Key]) -> int:
+    """Replace the pending marks of `keys` whose task was lost (`workqueue.stale_marks`) by a new task each; returns
+    how many were sent. A mark survives a Redis crash in the append-only file while its queued message does not,
+    and would otherwise suppress every event of its key until it expires."""
+    if not keys:
+        return 0
+    marks = rt.wq.marks(keys)
+    if not any(m.age > rt.settings.pending_grace for m in marks.values()):
+        return 0
+    stale = workqueue.stale_marks(marks, queued=broker_task_ids(rt.redis), grace=rt.settings.pending_grace)
+    repaired = 0
+    for key in stale:
+        rt.wq.unclaim(key, marks[key].task_id)  # only that mark: a task enqueued meanwhile keeps its own
+        if enqueue(key, rt=rt):
+            repaired += 1
+    if stale:
+        rt.wq.count("repaired", repaired)
+        log.warning("resync: %d pending mark(s) named a task the broker no longer has (lost in a Redis restart); "
+                    "sent %d new task(s)", len(stale), repaired)
+    return repaired
 
 
 def _ensure_builtin_queues(rt: Runtime) -> None:

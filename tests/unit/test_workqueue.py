@@ -177,3 +177,31 @@ def test_retry_after_jitter_stays_in_the_upper_half() -> None:
         lo = workqueue.retry_after(RuntimeError(), attempt, rng=lambda: 0.0)
         hi = workqueue.retry_after(RuntimeError(), attempt, rng=lambda: 0.999999)
         assert lo == ceiling / 2 and ceiling / 2 < hi < ceiling + 1e-9
+
+
+# -- stale pending marks (a Redis crash kept the mark, lost the message) -----------------------------------------
+
+A, B = Key("Job", "ns", "a"), Key("Job", "ns", "b")
+
+
+@pytest.mark.parametrize(("marks", "queued", "want"), [
+    ({A: workqueue.Mark("t1", 30.0)}, set(), [A]),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t1"}, []),
+    ({A: workqueue.Mark("t1", 2.0)}, set(), []),
+    ({A: workqueue.Mark("t1", 5.0)}, set(), []),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t0"}, [A]),
+    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, {"t2"}, [A]),
+    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, set(), [A, B]),
+    ({}, {"t1"}, []),
+], ids=["lost-message", "message-waiting-or-delivered", "young-enqueue-in-progress", "exactly-grace-is-young",
+        "another-task-of-that-key-is-not-it", "only-the-lost-one", "all-lost-in-key-order", "no-marks"])
+def test_stale_marks(marks, queued, want) -> None:
+    assert workqueue.stale_marks(marks, queued=queued, grace=5.0) == want
+
+
+def test_marks_read_their_age_from_the_time_to_live(wq, redis, prefix) -> None:
+    assert wq.claim(A, "t1")                       # pending_ttl 30 s
+    redis.pexpire(f"{prefix}pending:{A}", 18_000)  # as if set 12 s ago
+    marks = wq.marks([A, B])
+    assert list(marks) == [A] and marks[A].task_id == "t1"
+    assert 11.5 < marks[A].age <= 12.0
