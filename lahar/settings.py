@@ -42,3 +42,4 @@ class Settings(BaseSettings):
                                               # stale (its message was lost) and is replaced by a new task
     pod_concurrency: int = 16                 # a Job's pod creates/deletes in flight at once, per worker process
     flower_port: int = 5555
+    flower_basic_auth: str | None = None      # user:password for Flower; unset: generated in <data_dir>/flower-auth

@@ -625,6 +625,8 @@ class Stack:
         self.children: list[Child] = []
         self.webhook_port = 0
         self.flower_port = 0
+        self.flower_login = ""
+        self.flower_auth_file: Path | None = None
         self.stop_event = threading.Event()
         self.events: list[str] = []
         self._events_lock = threading.Lock()
@@ -731,6 +733,9 @@ class Stack:
         # the same webhook port as last time when free, so the registered configurations stay valid meanwhile
         self.webhook_port = free_port(previous.get("webhook_port"))
         self.flower_port = free_port(previous.get("flower_port") or self.opts.flower_port)
+        from lahar import credentials
+
+        self.flower_login, self.flower_auth_file = credentials.flower_login(self.data_dir)
         url = f"https://127.0.0.1:{self.webhook_port}"
         hosts = ["127.0.0.1", "localhost"]
         client = self.cluster.client
@@ -779,6 +784,7 @@ class Stack:
                "webhook_port": self.webhook_port or None, "flower_port": self.flower_port or None,
                "webhook": f"https://127.0.0.1:{self.webhook_port}" if self.webhook_port else None,
                "flower": self.flower_url if self.flower_port else None,
+               "flower_auth_file": str(self.flower_auth_file) if self.flower_auth_file else None,
                "children": {c.name: c.pid for c in self.children}}
         tmp = self.ready_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -793,7 +799,8 @@ class Stack:
         return [f"[bold green]lahar is up.[/] API server {self.cluster.url}, data in {self.data_dir}",
                 f"  kubectl:  [bold]kubectl --kubeconfig {kc} get vcjob,podgroup,queue -A[/]   "
                 f"(or export KUBECONFIG={kc})",
-                f"  Flower:   [bold]{self.flower_url}[/]    logs: {self.logs}/<process>.log",
+                f"  Flower:   [bold]{self.flower_url}[/]  login [bold]{self.flower_login.replace(':', ' / ', 1)}[/] "
+                f"(kept in {self.flower_auth_file})    logs: {self.logs}/<process>.log",
                 "  Ctrl-C stops everything; the state stays in the data dir for the next `lahar up`."]
 
     # -- supervise ------------------------------------------------------------------------------------------

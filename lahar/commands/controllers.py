@@ -148,17 +148,28 @@ def register(app: typer.Typer) -> None:
     def flower(
         port: int = typer.Option(None, help="HTTP port (default LAHAR_FLOWER_PORT, 5555)."),
         address: str = typer.Option("127.0.0.1", help="Address to listen on."),
-        basic_auth: str = typer.Option(None, help="user:password[,user:password] (Flower's --basic-auth)."),
+        basic_auth: str = typer.Option(None, help="user:password[,user:password] (Flower's --basic-auth; default "
+                                                  "LAHAR_FLOWER_BASIC_AUTH, else a login generated once in "
+                                                  "<data-dir>/flower-auth, mode 0600)."),
     ) -> None:
-        """Run Flower on the Celery app: workers, reconcile and session tasks with arguments and outcomes."""
+        """Run Flower on the Celery app: workers, reconcile and session tasks with arguments and outcomes.
+
+        Flower always asks for a login, on loopback too, and refuses cross-site requests, so a web page cannot
+        drive its task API."""
+        from lahar import credentials
         from lahar import worker as celery_worker
 
-        argv = ["flower", f"--port={port or celery_worker.settings.flower_port}", f"--address={address}"]
-        if basic_auth:
-            argv.append(f"--basic_auth={basic_auth}")
-        elif address in ("127.0.0.1", "localhost", "::1"):
-            # loopback only: the HTTP API (/api/workers, /api/tasks) needs no credentials, like the UI
-            os.environ.setdefault("FLOWER_UNAUTHENTICATED_API", "true")
+        s = celery_worker.settings
+        try:
+            if basic_auth or s.flower_basic_auth:
+                login = credentials.check_login(basic_auth or s.flower_basic_auth or "")
+            else:
+                login, path = credentials.flower_login(s.data_dir)
+                typer.echo(f"flower: login {login.split(':', 1)[0]}, password in {path}", err=True)
+        except credentials.CredentialsError as e:
+            raise typer.BadParameter(str(e), param_hint="--basic-auth") from e
+        os.environ.pop("FLOWER_UNAUTHENTICATED_API", None)  # the API asks for the login like the UI
+        argv = ["flower", f"--port={port or s.flower_port}", f"--address={address}", f"--basic_auth={login}"]
         celery_worker.app.start(argv)
 
 
