@@ -5,6 +5,7 @@ Thin shells only: each command reads `Settings`, wires the layers and runs; no d
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ import typer
 from rich.console import Console
 
 from lahar import __version__, commands
+from lahar.commands._options import init_logging, log_format_option, log_level_option
 from lahar.settings import Settings
 
 __all__ = ["app"]
@@ -57,10 +59,15 @@ def devcluster(
                                              help="How long a simulated pod with restartPolicy Never/OnFailure "
                                                   "and no lahar.sh/sim-duration annotation runs, e.g. 3s "
                                                   "(default: until deleted)."),
+    log_level: str = log_level_option(),
+    log_format: str = log_format_option(),
 ) -> None:
     """Run the embedded Kubernetes-compatible API server with simulated nodes."""
+    from lahar import logs
     from lahar.devcluster import runtime
     from lahar.up import parse_sim_duration
+
+    init_logging(log_level, log_format)
 
     try:
         sim_default = parse_sim_duration(sim_default_duration)
@@ -77,11 +84,18 @@ def devcluster(
         sim_default_duration=sim_default,
     )
     cluster.start()
+    json_logs = logs.check_format(None) == "json"
+    log = logging.getLogger("lahar.devcluster")
     try:
-        _banner(cluster, title="lahar devcluster is up.")
+        if json_logs:
+            log.warning("lahar devcluster is up", extra={"api": cluster.url, "kubeconfig": str(cluster.kubeconfig),
+                                                         "nodes": len(cluster.node_names),
+                                                         "profile": cluster.profile_name})
+        else:
+            _banner(cluster, title="lahar devcluster is up.")
         _wait_for_signal()
     finally:
-        console.print("stopping…")
+        log.warning("stopping") if json_logs else console.print("stopping…")
         cluster.stop()
 
 

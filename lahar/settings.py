@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     profile: str = "cpu-small"
     nodes: int = 4
     log_level: str = "INFO"
+    log_format: str = "text"                  # text or json lines (lahar.logs reads LAHAR_LOG_FORMAT itself)
 
     # Controllers on Celery (lahar.worker, lahar.dispatcher); every value can be set as LAHAR_<NAME>.
     scheduler_names: tuple[str, ...] = ("volcano",)

@@ -140,7 +140,8 @@ def child_specs(*, python: str, webhook_port: int, certs_dir: Path, flower_port:
     for i in range(workers):
         name = "worker" if workers == 1 else f"worker-{i + 1}"
         # `lahar up` supervises the worker itself (and kills its process group): no second supervisor in between
-        specs.append(ChildSpec(name, (*lahar, "worker", "--no-supervise", "-c", str(concurrency), "-n", f"{name}@%h")))
+        specs.append(ChildSpec(name, (*lahar, "worker", "--no-supervise", "-c", str(concurrency), "--hostname",
+                                          f"{name}@%h")))
     specs += [ChildSpec("scheduler", (*lahar, "scheduler")),
               ChildSpec("beat", (*lahar, "beat")),
               ChildSpec("flower", (*lahar, "flower", "--port", str(flower_port)))]

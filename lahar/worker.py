@@ -46,6 +46,28 @@ REQUEUE_TIMER, RETRY_TIMER, LOCK_TIMER = "requeue", "retry", "lock"
 settings = Settings()
 
 
+@signals.setup_logging.connect
+def _setup_logging(loglevel: Any = None, **_: Any) -> None:
+    """Celery (worker, beat, flower, scheduler) logs through `lahar.logs` instead of configuring its own handlers."""
+    from lahar import logs
+
+    if logs.setup(level=loglevel or settings.log_level) == "json":
+        import celery.apps.worker as celery_apps_worker
+
+        celery_apps_worker.safe_say = _say_json  # its shutdown notices, written from signal handlers
+
+
+def _say_json(msg: str, f: Any = None) -> None:
+    """Celery's `safe_say` as a JSON line, written with one `os.write` (it runs inside signal handlers)."""
+    import sys
+
+    from lahar import logs
+
+    record = logging.LogRecord("celery.worker", logging.WARNING, __file__, 0, str(msg).strip(), None, None)
+    stream = f or sys.__stderr__
+    os.write(stream.fileno(), (logs.JsonFormatter().format(record) + "\n").encode())
+
+
 def beat_schedule(s: Settings) -> dict[str, dict[str, Any]]:
     """Beat entries: the resync of every key, plus what the scheduler contributes.
 

@@ -132,7 +132,7 @@ class Stack:
 
     def start_worker(self, name: str) -> subprocess.Popen:
         # unsupervised, as under a Deployment: the tests kill the Celery worker itself
-        return self.start(name, "worker", "--no-supervise", "-c", "2", "-n", f"{name}@%h")
+        return self.start(name, "worker", "--no-supervise", "-c", "2", "--hostname", f"{name}@%h")
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)
