@@ -6,6 +6,7 @@ Thin shells only: each command reads `Settings`, wires the layers and runs; no d
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,9 +19,15 @@ from lahar import __version__, commands
 from lahar.commands._options import init_logging, log_format_option, log_level_option
 from lahar.settings import Settings
 
-__all__ = ["app"]
+__all__ = ["app", "decorated"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="lahar: Volcano-compatible batch scheduling.")
+def decorated() -> bool:
+    """Colour, boxes and rich help only on a terminal (and not under NO_COLOR); piped output is plain text."""
+    return sys.stdout.isatty() and sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="lahar: Volcano-compatible batch scheduling.",
+                  rich_markup_mode="rich" if decorated() else None, pretty_exceptions_enable=decorated())
 console = Console(stderr=True)
 
 
@@ -40,6 +47,18 @@ def _banner(cluster, *, title: str) -> None:  # noqa: ANN001 - devcluster.runtim
     console.print(f"    [bold]kubectl --kubeconfig {kubeconfig} get nodes[/]")
     console.print(f"    or: export KUBECONFIG={kubeconfig}")
     console.print("  Ctrl-C stops it; the state stays in the data dir for the next start.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                         help="Print lahar's version and exit.")) -> None:
+    """lahar: Volcano-compatible batch scheduling."""
 
 
 @app.command()
