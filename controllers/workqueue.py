@@ -112,15 +112,24 @@ class Mark:
     age: float
 
 
-def stale_marks(marks: Mapping[Key, Mark], *, queued: Collection[str], grace: float) -> list[Key]:
+def stale_marks(marks: Mapping[Key, Mark], *, queued: Collection[str], delivered: Mapping[str, float] | None = None,
+                grace: float) -> list[Key]:
     """The keys whose pending mark a resync must repair, in key order.
 
-    A mark is stale when the task it stands for is nowhere in the broker (neither waiting in the queue nor delivered
-    to a worker, unacknowledged) and the mark is older than `grace` seconds: an enqueue sets its mark a moment before
-    its message lands, so a young mark without a message is an enqueue in progress, not a lost one. A task that
-    started has cleared its own mark already, so a mark that names a task in the broker is current.
+    A mark is current while its task waits in the broker's queue (`queued`), or was delivered to a worker and not
+    acknowledged for at most `grace` seconds (`delivered`: task id → seconds since delivery). It is stale when it is
+    older than `grace` and its task is neither: the message was lost (a Redis crash kept the mark in the append-only
+    file, or a claim's send failed while Redis was away), or it sits unacknowledged at a worker whose connection broke
+    (Celery drops what it had reserved; the broker gives it back only after its visibility timeout, 300 s). A young
+    mark without its message is an enqueue in progress, not a lost one. A repair at worst sends one extra, harmless
+    reconcile (a worker holding a prefetched task longer than `grace` behind a slow one).
     """
-    return sorted(key for key, mark in marks.items() if mark.task_id not in queued and mark.age > grace)
+    delivered = delivered or {}
+
+    def current(task_id: str) -> bool:
+        return task_id in queued or (task_id in delivered and delivered[task_id] <= grace)
+
+    return sorted(key for key, mark in marks.items() if mark.age > grace and not current(mark.task_id))
 
 
 # -- de-duplication and the per-key lock -------------------------------------------------------------------------

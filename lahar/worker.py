@@ -318,41 +318,57 @@ def resync() -> dict[str, int]:
     return {"keys": len(keys), "sent": len(keys) - len(waiting) + repaired, "repaired": repaired}
 
 
-def broker_task_ids(redis: Any, queues: tuple[str, ...] = (RECONCILE_QUEUE,)) -> set[str]:
-    """The ids of every task in the Redis broker: waiting in `queues` (each priority list of kombu's Redis
-    transport) or delivered to a worker and not yet acknowledged (kombu's `unacked` hash), read in one MULTI so a
-    message moving from the queue to a worker is seen in one place or the other."""
+def broker_task_ids(redis: Any, queues: tuple[str, ...] = (RECONCILE_QUEUE,), *,
+                    now: float | None = None) -> tuple[set[str], dict[str, float]]:
+    """What the Redis broker holds: the ids of the tasks waiting in `queues` (each priority list of kombu's Redis
+    transport), and of those delivered to a worker and not acknowledged (kombu's `unacked` hash) with the seconds
+    since their delivery (`unacked_index`); read in one MULTI, so a message moving from the queue to a worker is
+    seen in one place or the other."""
+    import time
+
     steps = (0, 3, 6, 9)  # kombu's default priority_steps; a step > 0 is the list `<queue>\x06\x16<step>`
     pipe = redis.pipeline(transaction=True)
     for q in queues:
         for step in steps:
             pipe.lrange(q if step == 0 else f"{q}\x06\x16{step}", 0, -1)
-    pipe.hvals("unacked")
-    replies = pipe.execute()
-    ids: set[str] = set()
-    for payload in (p for reply in replies for p in reply or ()):
-        try:
-            message = json.loads(payload)
-            if isinstance(message, list):  # unacked: [message, exchange, routing_key]
-                message = message[0]
-            task_id = (message.get("headers") or {}).get("id") or (message.get("properties") or {}).get("correlation_id")
-        except (ValueError, TypeError, AttributeError, IndexError):
-            continue
+    pipe.hgetall("unacked")
+    pipe.zrange("unacked_index", 0, -1, withscores=True)
+    *lists, unacked, index = pipe.execute()
+    now = time.time() if now is None else now
+    queued = {i for i in (_task_id(p) for reply in lists for p in reply or ()) if i}
+    since = {tag: float(score) for tag, score in index or ()}
+    delivered: dict[str, float] = {}
+    for tag, payload in (unacked or {}).items():
+        task_id = _task_id(payload)
         if task_id:
-            ids.add(str(task_id))
-    return ids
+            delivered[task_id] = max(0.0, now - since.get(tag, now))
+    return queued, delivered
+
+
+def _task_id(payload: str) -> str | None:
+    """The task id of one kombu message (a list entry), or of an `unacked` entry ([message, exchange, key])."""
+    try:
+        message = json.loads(payload)
+        if isinstance(message, list):
+            message = message[0]
+        task_id = (message.get("headers") or {}).get("id") or (message.get("properties") or {}).get("correlation_id")
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError):
+        return None
+    return str(task_id) if task_id else None
 
 
 def repair_stale_marks(rt: Runtime, keys: list[Key]) -> int:
     """Replace the pending marks of `keys` whose task was lost (`workqueue.stale_marks`) by a new task each; returns
-    how many were sent. A mark survives a Redis crash in the append-only file while its queued message does not,
-    and would otherwise suppress every event of its key until it expires."""
+    how many were sent. A mark survives a Redis crash in the append-only file while its message does not (or waits,
+    unacknowledged, for the visibility timeout), and would otherwise suppress every event of its key until the mark
+    expires."""
     if not keys:
         return 0
     marks = rt.wq.marks(keys)
     if not any(m.age > rt.settings.pending_grace for m in marks.values()):
         return 0
-    stale = workqueue.stale_marks(marks, queued=broker_task_ids(rt.redis), grace=rt.settings.pending_grace)
+    queued, delivered = broker_task_ids(rt.redis)
+    stale = workqueue.stale_marks(marks, queued=queued, delivered=delivered, grace=rt.settings.pending_grace)
     repaired = 0
     for key in stale:
         rt.wq.unclaim(key, marks[key].task_id)  # only that mark: a task enqueued meanwhile keeps its own
@@ -360,8 +376,8 @@ def repair_stale_marks(rt: Runtime, keys: list[Key]) -> int:
             repaired += 1
     if stale:
         rt.wq.count("repaired", repaired)
-        log.warning("resync: %d pending mark(s) named a task the broker no longer has (lost in a Redis restart); "
-                    "sent %d new task(s)", len(stale), repaired)
+        log.warning("resync: %d pending mark(s) named a task the broker no longer has or holds for an unreachable "
+                    "worker (a Redis restart); sent %d new task(s)", len(stale), repaired)
     return repaired
 
 

@@ -45,8 +45,9 @@ def test_broker_task_ids_sees_waiting_and_delivered_tasks(rt, url) -> None:
     _publish(url, "waiting-9", priority=9)
     message = {"body": "", "headers": {"id": "delivered-1", "task": "lahar.reconcile"}, "properties": {}}
     rt.redis.hset("unacked", "tag-1", json.dumps([message, "", "reconcile"]))
+    rt.redis.zadd("unacked_index", {"tag-1": 1000.0})
     rt.redis.hset("unacked", "tag-2", "not json")
-    assert worker.broker_task_ids(rt.redis) == {"waiting-1", "waiting-9", "delivered-1"}
+    assert worker.broker_task_ids(rt.redis, now=1030.0) == ({"waiting-1", "waiting-9"}, {"delivered-1": 30.0})
 
 
 def _old_mark(rt, task_id: str, age: float) -> None:
@@ -62,6 +63,22 @@ def test_a_mark_whose_message_was_lost_is_replaced(rt, monkeypatch) -> None:
     assert len(sent) == 1 and rt.wq.pending(K) == sent[0] != "lost"
     assert rt.wq.stats()["repaired"] == 1
     assert worker.repair_stale_marks(rt, [K]) == 0  # the new mark is young: left alone
+
+
+def test_a_mark_whose_task_waits_unacked_since_before_a_restart_is_replaced(rt, monkeypatch) -> None:
+    """Celery drops what it had reserved when its broker connection breaks; the message stays in `unacked` until
+    the visibility timeout (300 s) gives it back, and its mark would block the key meanwhile."""
+    import time
+
+    sent: list[str] = []
+    monkeypatch.setattr(worker.reconcile, "apply_async", lambda args, task_id, queue: sent.append(task_id))
+    _old_mark(rt, "reserved", age=40.0)
+    message = {"body": "", "headers": {"id": "reserved"}, "properties": {}}
+    rt.redis.hset("unacked", "tag-1", json.dumps([message, "", "reconcile"]))
+    rt.redis.zadd("unacked_index", {"tag-1": time.time() - 1.0})
+    assert worker.repair_stale_marks(rt, [K]) == 0  # just delivered: a worker is on it
+    rt.redis.zadd("unacked_index", {"tag-1": time.time() - 35.0})
+    assert worker.repair_stale_marks(rt, [K]) == 1 and rt.wq.pending(K) == sent[0]
 
 
 def test_a_mark_whose_task_is_queued_or_young_is_kept(rt, url, monkeypatch) -> None:

@@ -184,19 +184,25 @@ def test_retry_after_jitter_stays_in_the_upper_half() -> None:
 A, B = Key("Job", "ns", "a"), Key("Job", "ns", "b")
 
 
-@pytest.mark.parametrize(("marks", "queued", "want"), [
-    ({A: workqueue.Mark("t1", 30.0)}, set(), [A]),
-    ({A: workqueue.Mark("t1", 30.0)}, {"t1"}, []),
-    ({A: workqueue.Mark("t1", 2.0)}, set(), []),
-    ({A: workqueue.Mark("t1", 5.0)}, set(), []),
-    ({A: workqueue.Mark("t1", 30.0)}, {"t0"}, [A]),
-    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, {"t2"}, [A]),
-    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, set(), [A, B]),
-    ({}, {"t1"}, []),
-], ids=["lost-message", "message-waiting-or-delivered", "young-enqueue-in-progress", "exactly-grace-is-young",
-        "another-task-of-that-key-is-not-it", "only-the-lost-one", "all-lost-in-key-order", "no-marks"])
-def test_stale_marks(marks, queued, want) -> None:
-    assert workqueue.stale_marks(marks, queued=queued, grace=5.0) == want
+@pytest.mark.parametrize(("marks", "queued", "delivered", "want"), [
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {}, [A]),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t1"}, {}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {"t1": 1.0}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {"t1": 5.0}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {"t1": 25.0}, [A]),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t1"}, {"t1": 25.0}, []),
+    ({A: workqueue.Mark("t1", 2.0)}, set(), {}, []),
+    ({A: workqueue.Mark("t1", 5.0)}, set(), {}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t0"}, {"t2": 1.0}, [A]),
+    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, {"t2"}, {}, [A]),
+    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, set(), {}, [A, B]),
+    ({}, {"t1"}, {}, []),
+], ids=["lost-message", "waiting-in-the-queue", "just-delivered-to-a-worker", "delivered-exactly-grace-ago",
+        "delivered-long-ago-to-a-worker-whose-connection-broke", "queued-again-after-a-restore",
+        "young-enqueue-in-progress", "exactly-grace-is-young", "other-tasks-are-not-it", "only-the-lost-one",
+        "all-lost-in-key-order", "no-marks"])
+def test_stale_marks(marks, queued, delivered, want) -> None:
+    assert workqueue.stale_marks(marks, queued=queued, delivered=delivered, grace=5.0) == want
 
 
 def test_marks_read_their_age_from_the_time_to_live(wq, redis, prefix) -> None:
@@ -204,4 +210,4 @@ def test_marks_read_their_age_from_the_time_to_live(wq, redis, prefix) -> None:
     redis.pexpire(f"{prefix}pending:{A}", 18_000)  # as if set 12 s ago
     marks = wq.marks([A, B])
     assert list(marks) == [A] and marks[A].task_id == "t1"
-    assert 11.5 < marks[A].age <= 12.0
+    assert 11.5 < marks[A].age < 12.5
