@@ -148,6 +148,19 @@ def child_specs(*, python: str, webhook_port: int, certs_dir: Path, flower_port:
     return specs
 
 
+def _starting_line(name: str, argv: Sequence[str], *, json_lines: bool) -> bytes:
+    """The separator `lahar up` writes into a child's log before each start: a JSON line when the logs are JSON."""
+    text = f"lahar up: starting {name}: {' '.join(argv)}"
+    if not json_lines:
+        return f"\n--- {text}\n".encode()
+    import logging
+
+    from lahar import logs
+
+    record = logging.LogRecord("lahar.up", logging.INFO, __file__, 0, text, None, None)
+    return (logs.JsonFormatter().format(record) + "\n").encode()
+
+
 @dataclass(frozen=True)
 class ProcessRow:
     name: str
@@ -308,7 +321,7 @@ class Child:
     def spawn(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as out:
-            out.write(f"\n--- lahar up: starting {self.name}: {' '.join(self.spec.argv)}\n".encode())
+            out.write(_starting_line(self.name, self.spec.argv, json_lines=self.env.get("LAHAR_LOG_FORMAT") == "json"))
             out.flush()
             self.proc = subprocess.Popen(list(self.spec.argv), env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -93,9 +93,10 @@ def up(
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean stop short
-        typer.echo("stopping lahar: processes, then devcluster, then Redis…", err=True)
+        say = (lambda msg: status.info("%s", msg)) if json_logs else (lambda msg: typer.echo(msg, err=True))
+        say("stopping lahar: processes, then devcluster, then Redis…")
         stack.stop()
-        typer.echo("stopped.", err=True)
+        say("stopped.")
 
 
 def register(app: typer.Typer) -> None:

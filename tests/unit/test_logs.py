@@ -1,5 +1,5 @@
-"""lahar.logs: the JSON formatter, the checks of --log-format and --log-level, and one process started with
-`--log-format json` writing only JSON lines."""
+"""lahar.logs: the JSON formatter, the checks of --log-format and --log-level, `lahar up`'s separator lines
+(the processes started with `--log-format json` are tests/e2e/test_json_logs.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,6 @@ import io
 import json
 import logging
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -87,36 +83,13 @@ def test_a_bad_log_format_is_a_usage_error_naming_the_flag() -> None:
     assert res.exit_code == 2 and "--log-format" in res.output and "is not one of text, json" in res.output
 
 
-@pytest.mark.parametrize(("argv", "want"), [
-    (["worker", "--no-supervise", "-P", "solo"], "celery.worker"),
-    (["devcluster", "--port", "0", "--data-dir", "dc", "--nodes", "1"], "lahar.devcluster"),
-], ids=["worker-celery", "devcluster-uvicorn"])
-def test_a_process_started_with_log_format_json_writes_json_lines(argv, want, tmp_path) -> None:
-    """A real process (the Celery worker, against a Redis that is not there; devcluster with its uvicorn) started
-    with --log-format json: until it is stopped with SIGTERM, every line it writes, stdout and stderr, is one JSON
-    object (Celery's banner and shutdown notices included)."""
-    env = dict(os.environ, REDIS_URL="redis://127.0.0.1:9/0", LAHAR_DATA_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
-    env.pop(logs.ENV, None)
-    proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", *argv, "--log-format", "json", "--log-level", "info"],
-                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(want in line for line in lines):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-        os.killpg(proc.pid, signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=30)
-        lines += rest.splitlines()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    lines = [line for line in lines if line.strip()]
-    assert any(want in line for line in lines), lines
-    for line in lines:
+@pytest.mark.parametrize("json_lines", [True, False], ids=["json", "text"])
+def test_up_writes_its_separator_lines_in_the_log_format(json_lines) -> None:
+    from lahar import up
+
+    line = up._starting_line("worker", ["lahar", "worker"], json_lines=json_lines).decode()
+    if json_lines:
         doc = json.loads(line)
-        assert {"time", "level", "logger", "message", "pid"} <= doc.keys(), doc
+        assert doc["logger"] == "lahar.up" and doc["message"] == "lahar up: starting worker: lahar worker"
+    else:
+        assert line == "\n--- lahar up: starting worker: lahar worker\n"
