@@ -2,7 +2,8 @@
 
 Thin shells: flags as vcctl spells them, one API call or two, a rich table. suspend / resume / open / close create
 bus Commands exactly as vcctl does (AbortJob / ResumeJob / OpenQueue / CloseQueue) for the controllers to execute.
-The cluster client comes from `--kubeconfig` (else KUBECONFIG, else ~/.kube/config); tests hand one in through the
+The cluster client comes from `--kubeconfig` (else KUBECONFIG, a list merged as kubectl merges it, else
+~/.kube/config) and `--context`; tabular commands take kubectl's `-o json|yaml|wide|name`; tests hand one in through the
 Click context object: `CliRunner().invoke(app, args, obj={"client": client})`.
 """
 
@@ -242,7 +243,7 @@ def job_run(ctx: typer.Context,
             scheduler: str = typer.Option("volcano", "--scheduler", "-S", help="The scheduler for this job."),
             queue: str = typer.Option("default", "--queue", "-q", help="The queue of job."),
             filename: Path | None = typer.Option(None, "--filename", "-f", help="The yaml file of job."),
-            kubeconfig: Path | None = _KUBECONFIG) -> None:
+            kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Run a job: one task from the flags, or the Job in a YAML file."""
     if filename is not None:
         if filename.suffix not in (".yaml", ".yml"):
@@ -270,7 +271,7 @@ def job_run(ctx: typer.Context,
                              "resources": {"requests": resource_list(requests), "limits": resource_list(limits)}}]},
                      }}]},
         }
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         created = client.create(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), job,
                                 namespace=job["metadata"]["namespace"])
     typer.echo(f"run job {created['metadata']['name']} successfully")
@@ -396,9 +397,9 @@ def job_view(ctx: typer.Context, job_name: str | None = typer.Argument(None, met
 
 
 def _job_command(ctx: typer.Context, positional: str | None, name: str, namespace: str, kubeconfig: Path | None,
-                 action: str, verb: str) -> None:
+                 action: str, verb: str, *, context: str | None = None) -> None:
     name = _pick(positional, name, f"job name is mandatory to {verb} a particular job")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         job = client.get(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), name, namespace=namespace)
         _command(client, target=job, api_version=_JOB_API, namespace=job["metadata"]["namespace"], action=action)
     typer.echo(f"{verb} job {name} successfully")
@@ -408,28 +409,28 @@ def _job_command(ctx: typer.Context, positional: str | None, name: str, namespac
 def job_suspend(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
                 name: str = typer.Option("", "--name", "-N", help="The name of job."),
                 namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-                kubeconfig: Path | None = _KUBECONFIG) -> None:
+                kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Suspend a job (bus Command AbortJob)."""
-    _job_command(ctx, job_name, name, namespace, kubeconfig, "AbortJob", "suspend")
+    _job_command(ctx, job_name, name, namespace, kubeconfig, "AbortJob", "suspend", context=context)
 
 
 @job_app.command("resume")
 def job_resume(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
                name: str = typer.Option("", "--name", "-N", help="The name of job."),
                namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-               kubeconfig: Path | None = _KUBECONFIG) -> None:
+               kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Resume a suspended job (bus Command ResumeJob)."""
-    _job_command(ctx, job_name, name, namespace, kubeconfig, "ResumeJob", "resume")
+    _job_command(ctx, job_name, name, namespace, kubeconfig, "ResumeJob", "resume", context=context)
 
 
 @job_app.command("delete")
 def job_delete(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
                name: str = typer.Option("", "--name", "-N", help="The name of job."),
                namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-               kubeconfig: Path | None = _KUBECONFIG) -> None:
+               kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Delete a job."""
     name = _pick(job_name, name, "job name is mandatory to delete a particular job")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         client.delete(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), name, namespace=namespace)
     typer.echo(f"delete job {name} successfully")
 
@@ -447,7 +448,7 @@ def queue_create(ctx: typer.Context, queue_name: str | None = typer.Argument(Non
                  weight: int = typer.Option(1, "--weight", "-w", help="The weight of the queue."),
                  state: str = typer.Option("Open", "--state", "-S", help="The state of queue."),
                  parent: str = typer.Option("", "--parent", "-p", help="The parent queue (default root)."),
-                 kubeconfig: Path | None = _KUBECONFIG) -> None:
+                 kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Create a queue."""
     name = queue_name or name
     spec: dict[str, Any] = {"weight": weight}
@@ -455,7 +456,7 @@ def queue_create(ctx: typer.Context, queue_name: str | None = typer.Argument(Non
         spec["parent"] = parent
     body = {"apiVersion": _QUEUE_API, "kind": "Queue", "metadata": {"name": name}, "spec": spec,
             "status": {"state": state}}
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         created = client.create(_queues_rt(client), body)
         if state and (created.get("status") or {}).get("state") != state:  # the status subresource dropped it
             created["status"] = {**(created.get("status") or {}), "state": state}
@@ -498,22 +499,23 @@ def queue_get(ctx: typer.Context, queue_name: str | None = typer.Argument(None, 
 @queue_app.command("delete")
 def queue_delete(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                  name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-                 kubeconfig: Path | None = _KUBECONFIG) -> None:
+                 kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Delete a queue."""
     name = _pick(queue_name, name, "queue name must be specified")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         client.delete(_queues_rt(client), name)
     typer.echo(f"delete queue {name} successfully")
 
 
-def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig: Path | None) -> None:
+def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig: Path | None, *,
+             context: str | None = None) -> None:
     """vcctl queue operate: open / close create a bus Command in `default`; update merge-patches spec.weight."""
     if not name:
         _fail("queue name must be specified")
     if action == "update":
         if weight <= 0:
             _fail(f"when update queue {name}, weight must be specified, the value must be greater than 0")
-        with _client(ctx, kubeconfig) as client, _api_errors():
+        with _client(ctx, kubeconfig, context) as client, _api_errors():
             client.patch(_queues_rt(client), name, {"spec": {"weight": weight}}, patch_type="merge")
         typer.echo(f"update queue {name} successfully")
         return
@@ -522,7 +524,7 @@ def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig
     if action not in ("open", "close"):
         _fail(f"action {action} invalid, valid actions are open, close and update")
     bus_action = "OpenQueue" if action == "open" else "CloseQueue"
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         queue = client.get(_queues_rt(client), name)
         _command(client, target=queue, api_version=_QUEUE_API, namespace="default", action=bus_action)
     typer.echo(f"{action} queue {name} successfully")
@@ -531,32 +533,32 @@ def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig
 @queue_app.command("open")
 def queue_open(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-               kubeconfig: Path | None = _KUBECONFIG) -> None:
+               kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Open a queue (bus Command OpenQueue)."""
-    _operate(ctx, queue_name or name, "open", 0, kubeconfig)
+    _operate(ctx, queue_name or name, "open", 0, kubeconfig, context=context)
 
 
 @queue_app.command("close")
 def queue_close(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                 name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-                kubeconfig: Path | None = _KUBECONFIG) -> None:
+                kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Close a queue (bus Command CloseQueue)."""
-    _operate(ctx, queue_name or name, "close", 0, kubeconfig)
+    _operate(ctx, queue_name or name, "close", 0, kubeconfig, context=context)
 
 
 @queue_app.command("update")
 def queue_update(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                  name: str = typer.Option("", "--name", "-n", help="The name of queue."),
                  weight: int = typer.Option(0, "--weight", "-w", help="The new weight of the queue."),
-                 kubeconfig: Path | None = _KUBECONFIG) -> None:
+                 kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Change a queue's weight."""
-    _operate(ctx, queue_name or name, "update", weight, kubeconfig)
+    _operate(ctx, queue_name or name, "update", weight, kubeconfig, context=context)
 
 
 @queue_app.command("operate")
 def queue_operate(ctx: typer.Context, name: str = typer.Option("", "--name", "-n", help="The name of queue."),
                   action: str = typer.Option("", "--action", "-a", help="open, close or update."),
                   weight: int = typer.Option(0, "--weight", "-w", help="The weight, for update."),
-                  kubeconfig: Path | None = _KUBECONFIG) -> None:
+                  kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """vcctl's form: `queue operate -n NAME -a open|close|update [-w WEIGHT]`."""
-    _operate(ctx, name, action, weight, kubeconfig)
+    _operate(ctx, name, action, weight, kubeconfig, context=context)

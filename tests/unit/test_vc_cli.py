@@ -242,3 +242,13 @@ def test_version(args: list[str]) -> None:
 
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0 and res.output == f"{__version__}\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["job", "run", "-N", "j"], ["job", "list"], ["job", "view", "j"], ["job", "suspend", "j"], ["job", "resume", "j"],
+    ["job", "delete", "j"], ["queue", "create", "q"], ["queue", "list"], ["queue", "get", "q"], ["queue", "delete", "q"],
+    ["queue", "open", "q"], ["queue", "close", "q"], ["queue", "update", "q"], ["queue", "operate", "-n", "q"],
+], ids=lambda a: "-".join(a[:2]))
+def test_every_job_and_queue_command_takes_context(args: list[str]) -> None:
+    res = CliRunner().invoke(app, [*args, "--help"])
+    assert res.exit_code == 0 and "--context" in res.output
