@@ -158,7 +158,7 @@ def main() -> int:
         redis = workqueue.connect(redis_url)
         _wait("redis", redis.ping)
         for i in range(args.workers):
-            procs.start(f"worker{i}", "worker", "-c", str(args.concurrency), "-P", args.pool, "-n", f"w{i}@%h",
+            procs.start(f"worker{i}", "worker", "-c", str(args.concurrency), "-P", args.pool, "--hostname", f"w{i}@%h",
                         "-l", "WARNING")
         procs.start("dispatch", "dispatch", "-l", "WARNING")
         _wait("the dispatcher's lease", lambda: redis.get("lahar:lease:dispatcher"))

@@ -193,7 +193,8 @@ def main() -> int:  # noqa: PLR0915 - one linear scenario
         for inf in informers:
             inf.wait_for_sync(30)
         webhook = httpx.Client(verify=str(data / "webhook-certs" / "ca.crt"), timeout=10)
-        flower = httpx.Client(base_url=info["flower"], timeout=30)
+        user, _, password = Path(info["flower_auth_file"]).read_text().strip().partition(":")
+        flower = httpx.Client(base_url=info["flower"], auth=(user, password), timeout=30)
 
         def metrics() -> dict[str, tuple[float, float]]:
             return admission_seconds(webhook.get(f"{info['webhook']}/metrics").text)

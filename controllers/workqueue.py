@@ -13,7 +13,9 @@ client-go's workqueue, made durable and shared by many processes:
     inbox    `lahar:inbox:<key>`, a Redis list of happenings a level view cannot recover (a pod was evicted).
     lease    `lahar:lease:<name>`: one active dispatcher (and one beat); the others wait as standby.
 
-`retry_after(exc, attempt)` is the error taxonomy of `controllers.context` as a pure decision.
+`retry_after(exc, attempt)` is the error taxonomy of `controllers.context` as a pure decision; `stale_marks(...)` is
+the resync's repair of pending marks whose task was lost (a Redis crash: the mark survives in the append-only file,
+the queued message does not), also a pure decision.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +35,13 @@ __all__ = [
     "PREFIX",
     "Key",
     "Lease",
+    "Mark",
     "RedisInbox",
     "RedisTimers",
     "WorkQueue",
     "connect",
     "retry_after",
+    "stale_marks",
 ]
 
 PREFIX = "lahar:"
@@ -95,6 +99,37 @@ def retry_after(exc: BaseException, attempt: int, *, rng: Callable[[], float] = 
         return None
     ceiling = min(cap, base * (2 ** min(attempt, 30)))
     return ceiling / 2 + rng() * ceiling / 2
+
+
+# -- stale pending marks ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A pending mark as the resync reads it: the task id it stands for and how long ago it was set (seconds)."""
+
+    task_id: str
+    age: float
+
+
+def stale_marks(marks: Mapping[Key, Mark], *, queued: Collection[str], delivered: Mapping[str, float] | None = None,
+                grace: float) -> list[Key]:
+    """The keys whose pending mark a resync must repair, in key order.
+
+    A mark is current while its task waits in the broker's queue (`queued`), or was delivered to a worker and not
+    acknowledged for at most `grace` seconds (`delivered`: task id → seconds since delivery). It is stale when it is
+    older than `grace` and its task is neither: the message was lost (a Redis crash kept the mark in the append-only
+    file, or a claim's send failed while Redis was away), or it sits unacknowledged at a worker whose connection broke
+    (Celery drops what it had reserved; the broker gives it back only after its visibility timeout, 300 s). A young
+    mark without its message is an enqueue in progress, not a lost one. A repair at worst sends one extra, harmless
+    reconcile (a worker holding a prefetched task longer than `grace` behind a slow one).
+    """
+    delivered = delivered or {}
+
+    def current(task_id: str) -> bool:
+        return task_id in queued or (task_id in delivered and delivered[task_id] <= grace)
+
+    return sorted(key for key, mark in marks.items() if mark.age > grace and not current(mark.task_id))
 
 
 # -- de-duplication and the per-key lock -------------------------------------------------------------------------
@@ -155,6 +190,22 @@ class WorkQueue:
 
     def pending(self, key: Key) -> str | None:
         return self.redis.get(self._k("pending", key))
+
+    def marks(self, keys: Iterable[Key]) -> dict[Key, Mark]:
+        """The pending marks of `keys` that exist, with their age (`pending_ttl` minus the time to live left: Redis
+        keeps expiry times absolute, in the append-only file too, so the age survives a Redis restart)."""
+        keys = list(keys)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(self._k("pending", key))
+            pipe.pttl(self._k("pending", key))
+        replies = pipe.execute()
+        out: dict[Key, Mark] = {}
+        for key, task_id, pttl in zip(keys, replies[::2], replies[1::2], strict=True):
+            if task_id is not None:
+                left = pttl / 1000.0 if pttl is not None and pttl >= 0 else self.pending_ttl
+                out[key] = Mark(task_id, max(0.0, self.pending_ttl - left))
+        return out
 
     # lock ---------------------------------------------------------------------------------------------------
 

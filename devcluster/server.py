@@ -828,7 +828,7 @@ class DevCluster:
         config.write_kubeconfig(self.data, server=self.url, token=self.token)
         uv_config = uvicorn.Config(self.app, ssl_certfile=str(self.data.serving_cert),
                                    ssl_keyfile=str(self.data.serving_key), log_level="warning", lifespan="off",
-                                   access_log=False, timeout_graceful_shutdown=2, timeout_keep_alive=30)
+                                   log_config=None, access_log=False, timeout_graceful_shutdown=2, timeout_keep_alive=30)
         return uvicorn.Server(uv_config)
 
     def start(self) -> DevCluster:

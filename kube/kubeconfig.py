@@ -1,7 +1,11 @@
 """Finding the cluster the way kubectl does: an explicit file, `KUBECONFIG`, `~/.kube/config`, the service account.
 
 Sits at the edge of `kube`: every process calls `kubeconfig.load()` once and hands the resulting official
-`kubernetes.client.Configuration` to `kube.rest.RestClient`. Parsing is done by the official loaders.
+`kubernetes.client.Configuration` to `kube.rest.RestClient`. Parsing is done by the official loaders, and a
+`KUBECONFIG` list is merged by the official `KubeConfigMerger` as kubectl merges it: every existing file in order, the
+first definition of a cluster, user or context wins, and `current-context` comes from the first file that sets one
+(the official merger lets the last file's win; `merged_current_context` supplies kubectl's rule). `context`
+(kubectl's `--context`) picks another context of the merged configuration.
 
 Credential refresh costs nothing when nothing can change: the official loaders install a `refresh_api_key_hook` that
 runs before every request and rewrites the configuration (the `host` setter alone walks the whole environment for
@@ -25,7 +29,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config import incluster_config, kube_config
 
 __all__ = ["SERVICE_ACCOUNT_DIR", "TOKEN_REFRESH_PERIOD", "ClusterNotFound", "Source", "TokenFileRefresher",
-           "credentials_can_change", "find", "load"]
+           "credentials_can_change", "find", "load", "merged_current_context"]
 
 TOKEN_REFRESH_PERIOD = 60.0  # seconds between re-reads of the service-account token (the official loader's minute)
 
@@ -38,10 +42,16 @@ class ClusterNotFound(RuntimeError):
 
 @dataclass(frozen=True)
 class Source:
-    """Where the configuration comes from: `kind` is "explicit", "KUBECONFIG", "home" or "incluster"."""
+    """Where the configuration comes from: `kind` is "explicit", "KUBECONFIG", "home" or "incluster"; `paths` are
+    every existing file of a KUBECONFIG list, in order (`path` is the first)."""
 
     kind: str
     path: Path
+    paths: tuple[Path, ...] = ()
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return self.paths or (self.path,)
 
 
 def find(path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None,
@@ -57,9 +67,9 @@ def find(path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, st
     kubeconfig_env = env.get("KUBECONFIG", "")
     if kubeconfig_env:
         candidates = [Path(c).expanduser() for c in kubeconfig_env.split(os.pathsep) if c]
-        for c in candidates:
-            if c.is_file():
-                return Source("KUBECONFIG", c)
+        existing = tuple(dict.fromkeys(c for c in candidates if c.is_file()))
+        if existing:
+            return Source("KUBECONFIG", existing[0], existing)
         tried.append(f"KUBECONFIG={kubeconfig_env} (no such file)")
     else:
         tried.append("KUBECONFIG (unset)")
@@ -94,15 +104,31 @@ def load(path: str | os.PathLike[str] | None = None, *, context: str | None = No
         incluster.load_and_set(configuration)
         configuration.refresh_api_key_hook = TokenFileRefresher(token)
         return configuration
+    where = os.pathsep.join(str(p) for p in source.files)
     try:
-        loader = kube_config._get_kube_config_loader(filename=str(source.path), active_context=context,
-                                                     persist_config=False)
+        merger = kube_config.KubeConfigMerger(where)
+        if merger.config is None:
+            raise k8s_config.ConfigException("no configuration found")
+        current = merged_current_context([merger.config_files.get(p) for p in merger.paths])
+        if current:  # kubectl's rule, not the official merger's (there the last file's current-context wins)
+            merger.config.value["current-context"] = current
+        loader = kube_config.KubeConfigLoader(config_dict=merger.config, config_base_path=None,
+                                              active_context=context)
         loader.load_and_set(configuration)  # what k8s_config.load_kube_config does, keeping the loader
     except k8s_config.ConfigException as e:
-        raise ClusterNotFound(f"kubeconfig {source.path} ({source.kind}) is not usable: {e}") from e
+        raise ClusterNotFound(f"kubeconfig {where} ({source.kind}) is not usable: {e}") from e
     if not credentials_can_change(loader):
         configuration.refresh_api_key_hook = None
     return configuration
+
+
+def merged_current_context(documents: list[dict | None]) -> str | None:
+    """kubectl's rule for a KUBECONFIG list: the `current-context` of the first file that sets one."""
+    for doc in documents:
+        current = (doc or {}).get("current-context") if isinstance(doc, dict) else None
+        if current:
+            return str(current)
+    return None
 
 
 def credentials_can_change(loader: kube_config.KubeConfigLoader) -> bool:

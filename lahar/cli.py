@@ -5,6 +5,8 @@ Thin shells only: each command reads `Settings`, wires the layers and runs; no d
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 import threading
@@ -14,11 +16,18 @@ import typer
 from rich.console import Console
 
 from lahar import __version__, commands
+from lahar.commands._options import init_logging, log_format_option, log_level_option
 from lahar.settings import Settings
 
-__all__ = ["app"]
+__all__ = ["app", "decorated"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="lahar: Volcano-compatible batch scheduling.")
+def decorated() -> bool:
+    """Colour, boxes and rich help only on a terminal (and not under NO_COLOR); piped output is plain text."""
+    return sys.stdout.isatty() and sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="lahar: Volcano-compatible batch scheduling.",
+                  rich_markup_mode="rich" if decorated() else None, pretty_exceptions_enable=decorated())
 console = Console(stderr=True)
 
 
@@ -40,6 +49,18 @@ def _banner(cluster, *, title: str) -> None:  # noqa: ANN001 - devcluster.runtim
     console.print("  Ctrl-C stops it; the state stays in the data dir for the next start.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                         help="Print lahar's version and exit.")) -> None:
+    """lahar: Volcano-compatible batch scheduling."""
+
+
 @app.command()
 def version() -> None:
     """Print lahar's version."""
@@ -57,10 +78,15 @@ def devcluster(
                                              help="How long a simulated pod with restartPolicy Never/OnFailure "
                                                   "and no lahar.sh/sim-duration annotation runs, e.g. 3s "
                                                   "(default: until deleted)."),
+    log_level: str = log_level_option(),
+    log_format: str = log_format_option(),
 ) -> None:
     """Run the embedded Kubernetes-compatible API server with simulated nodes."""
+    from lahar import logs
     from lahar.devcluster import runtime
     from lahar.up import parse_sim_duration
+
+    init_logging(log_level, log_format)
 
     try:
         sim_default = parse_sim_duration(sim_default_duration)
@@ -77,11 +103,18 @@ def devcluster(
         sim_default_duration=sim_default,
     )
     cluster.start()
+    json_logs = logs.check_format(None) == "json"
+    log = logging.getLogger("lahar.devcluster")
     try:
-        _banner(cluster, title="lahar devcluster is up.")
+        if json_logs:
+            log.warning("lahar devcluster is up", extra={"api": cluster.url, "kubeconfig": str(cluster.kubeconfig),
+                                                         "nodes": len(cluster.node_names),
+                                                         "profile": cluster.profile_name})
+        else:
+            _banner(cluster, title="lahar devcluster is up.")
         _wait_for_signal()
     finally:
-        console.print("stopping…")
+        log.warning("stopping") if json_logs else console.print("stopping…")
         cluster.stop()
 
 

@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     profile: str = "cpu-small"
     nodes: int = 4
     log_level: str = "INFO"
+    log_format: str = "text"                  # text or json lines (lahar.logs reads LAHAR_LOG_FORMAT itself)
 
     # Controllers on Celery (lahar.worker, lahar.dispatcher); every value can be set as LAHAR_<NAME>.
     scheduler_names: tuple[str, ...] = ("volcano",)
@@ -39,5 +40,8 @@ class Settings(BaseSettings):
     dispatch_lease_ttl: float = 15.0          # a standby dispatcher / beat takes over after this
     timer_poll_interval: float = 0.25         # the dispatcher pops due durable timers this often
     pending_ttl: float = 60.0                 # a de-duplication mark never outlives this (a lost message heals)
+    pending_grace: float = 5.0                # resync: a mark older than this whose task is not in the broker is
+                                              # stale (its message was lost) and is replaced by a new task
     pod_concurrency: int = 16                 # a Job's pod creates/deletes in flight at once, per worker process
     flower_port: int = 5555
+    flower_basic_auth: str | None = None      # user:password for Flower; unset: generated in <data_dir>/flower-auth

@@ -140,11 +140,25 @@ def child_specs(*, python: str, webhook_port: int, certs_dir: Path, flower_port:
     for i in range(workers):
         name = "worker" if workers == 1 else f"worker-{i + 1}"
         # `lahar up` supervises the worker itself (and kills its process group): no second supervisor in between
-        specs.append(ChildSpec(name, (*lahar, "worker", "--no-supervise", "-c", str(concurrency), "-n", f"{name}@%h")))
+        specs.append(ChildSpec(name, (*lahar, "worker", "--no-supervise", "-c", str(concurrency), "--hostname",
+                                          f"{name}@%h")))
     specs += [ChildSpec("scheduler", (*lahar, "scheduler")),
               ChildSpec("beat", (*lahar, "beat")),
               ChildSpec("flower", (*lahar, "flower", "--port", str(flower_port)))]
     return specs
+
+
+def _starting_line(name: str, argv: Sequence[str], *, json_lines: bool) -> bytes:
+    """The separator `lahar up` writes into a child's log before each start: a JSON line when the logs are JSON."""
+    text = f"lahar up: starting {name}: {' '.join(argv)}"
+    if not json_lines:
+        return f"\n--- {text}\n".encode()
+    import logging
+
+    from lahar import logs
+
+    record = logging.LogRecord("lahar.up", logging.INFO, __file__, 0, text, None, None)
+    return (logs.JsonFormatter().format(record) + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -307,7 +321,7 @@ class Child:
     def spawn(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as out:
-            out.write(f"\n--- lahar up: starting {self.name}: {' '.join(self.spec.argv)}\n".encode())
+            out.write(_starting_line(self.name, self.spec.argv, json_lines=self.env.get("LAHAR_LOG_FORMAT") == "json"))
             out.flush()
             self.proc = subprocess.Popen(list(self.spec.argv), env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -626,6 +640,8 @@ class Stack:
         self.children: list[Child] = []
         self.webhook_port = 0
         self.flower_port = 0
+        self.flower_login = ""
+        self.flower_auth_file: Path | None = None
         self.stop_event = threading.Event()
         self.events: list[str] = []
         self._events_lock = threading.Lock()
@@ -732,6 +748,9 @@ class Stack:
         # the same webhook port as last time when free, so the registered configurations stay valid meanwhile
         self.webhook_port = free_port(previous.get("webhook_port"))
         self.flower_port = free_port(previous.get("flower_port") or self.opts.flower_port)
+        from lahar import credentials
+
+        self.flower_login, self.flower_auth_file = credentials.flower_login(self.data_dir)
         url = f"https://127.0.0.1:{self.webhook_port}"
         hosts = ["127.0.0.1", "localhost"]
         client = self.cluster.client
@@ -780,6 +799,7 @@ class Stack:
                "webhook_port": self.webhook_port or None, "flower_port": self.flower_port or None,
                "webhook": f"https://127.0.0.1:{self.webhook_port}" if self.webhook_port else None,
                "flower": self.flower_url if self.flower_port else None,
+               "flower_auth_file": str(self.flower_auth_file) if self.flower_auth_file else None,
                "children": {c.name: c.pid for c in self.children}}
         tmp = self.ready_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -794,7 +814,8 @@ class Stack:
         return [f"[bold green]lahar is up.[/] API server {self.cluster.url}, data in {self.data_dir}",
                 f"  kubectl:  [bold]kubectl --kubeconfig {kc} get vcjob,podgroup,queue -A[/]   "
                 f"(or export KUBECONFIG={kc})",
-                f"  Flower:   [bold]{self.flower_url}[/]    logs: {self.logs}/<process>.log",
+                f"  Flower:   [bold]{self.flower_url}[/]  login [bold]{self.flower_login.replace(':', ' / ', 1)}[/] "
+                f"(kept in {self.flower_auth_file})    logs: {self.logs}/<process>.log",
                 "  Ctrl-C stops everything; the state stays in the data dir for the next `lahar up`."]
 
     # -- supervise ------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ visibility timeout, again and again.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -31,7 +32,8 @@ from lahar.controllers.workqueue import Key
 from lahar.scheduler import tasks as scheduler_tasks
 from lahar.settings import Settings
 
-__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "enqueue", "runtime"]
+__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "broker_task_ids", "enqueue",
+           "repair_stale_marks", "runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,28 @@ RECONCILE_QUEUE, SCHEDULING_QUEUE = "reconcile", "scheduling"
 REQUEUE_TIMER, RETRY_TIMER, LOCK_TIMER = "requeue", "retry", "lock"
 
 settings = Settings()
+
+
+@signals.setup_logging.connect
+def _setup_logging(loglevel: Any = None, **_: Any) -> None:
+    """Celery (worker, beat, flower, scheduler) logs through `lahar.logs` instead of configuring its own handlers."""
+    from lahar import logs
+
+    if logs.setup(level=loglevel or settings.log_level) == "json":
+        import celery.apps.worker as celery_apps_worker
+
+        celery_apps_worker.safe_say = _say_json  # its shutdown notices, written from signal handlers
+
+
+def _say_json(msg: str, f: Any = None) -> None:
+    """Celery's `safe_say` as a JSON line, written with one `os.write` (it runs inside signal handlers)."""
+    import sys
+
+    from lahar import logs
+
+    record = logging.LogRecord("celery.worker", logging.WARNING, __file__, 0, str(msg).strip(), None, None)
+    stream = f or sys.__stderr__
+    os.write(stream.fileno(), (logs.JsonFormatter().format(record) + "\n").encode())
 
 
 def beat_schedule(s: Settings) -> dict[str, dict[str, Any]]:
@@ -278,8 +302,72 @@ def resync() -> dict[str, int]:
         for obj in items:
             for work in dispatch.route(kind, dispatch.RESYNC, obj, scheduler_names=rt.settings.scheduler_names):
                 keys.add(work.key)
-    sent = sum(1 for key in sorted(keys) if enqueue(key, rt=rt))
-    return {"keys": len(keys), "sent": sent}
+    waiting = [key for key in sorted(keys) if not enqueue(key, rt=rt)]
+    repaired = repair_stale_marks(rt, waiting)
+    return {"keys": len(keys), "sent": len(keys) - len(waiting) + repaired, "repaired": repaired}
+
+
+def broker_task_ids(redis: Any, queues: tuple[str, ...] = (RECONCILE_QUEUE,), *,
+                    now: float | None = None) -> tuple[set[str], dict[str, float]]:
+    """What the Redis broker holds: the ids of the tasks waiting in `queues` (each priority list of kombu's Redis
+    transport), and of those delivered to a worker and not acknowledged (kombu's `unacked` hash) with the seconds
+    since their delivery (`unacked_index`); read in one MULTI, so a message moving from the queue to a worker is
+    seen in one place or the other."""
+    import time
+
+    steps = (0, 3, 6, 9)  # kombu's default priority_steps; a step > 0 is the list `<queue>\x06\x16<step>`
+    pipe = redis.pipeline(transaction=True)
+    for q in queues:
+        for step in steps:
+            pipe.lrange(q if step == 0 else f"{q}\x06\x16{step}", 0, -1)
+    pipe.hgetall("unacked")
+    pipe.zrange("unacked_index", 0, -1, withscores=True)
+    *lists, unacked, index = pipe.execute()
+    now = time.time() if now is None else now
+    queued = {i for i in (_task_id(p) for reply in lists for p in reply or ()) if i}
+    since = {tag: float(score) for tag, score in index or ()}
+    delivered: dict[str, float] = {}
+    for tag, payload in (unacked or {}).items():
+        task_id = _task_id(payload)
+        if task_id:
+            delivered[task_id] = max(0.0, now - since.get(tag, now))
+    return queued, delivered
+
+
+def _task_id(payload: str) -> str | None:
+    """The task id of one kombu message (a list entry), or of an `unacked` entry ([message, exchange, key])."""
+    try:
+        message = json.loads(payload)
+        if isinstance(message, list):
+            message = message[0]
+        task_id = (message.get("headers") or {}).get("id") or (message.get("properties") or {}).get("correlation_id")
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError):
+        return None
+    return str(task_id) if task_id else None
+
+
+def repair_stale_marks(rt: Runtime, keys: list[Key]) -> int:
+    """Replace the pending marks of `keys` whose task was lost (`workqueue.stale_marks`) by a new task each; returns
+    how many were sent. A mark survives a Redis crash in the append-only file while its message does not (or waits,
+    unacknowledged, for the visibility timeout), and would otherwise suppress every event of its key until the mark
+    expires."""
+    if not keys:
+        return 0
+    marks = rt.wq.marks(keys)
+    if not any(m.age > rt.settings.pending_grace for m in marks.values()):
+        return 0
+    queued, delivered = broker_task_ids(rt.redis)
+    stale = workqueue.stale_marks(marks, queued=queued, delivered=delivered, grace=rt.settings.pending_grace)
+    repaired = 0
+    for key in stale:
+        rt.wq.unclaim(key, marks[key].task_id)  # only that mark: a task enqueued meanwhile keeps its own
+        if enqueue(key, rt=rt):
+            repaired += 1
+    if stale:
+        rt.wq.count("repaired", repaired)
+        log.warning("resync: %d pending mark(s) named a task the broker no longer has or holds for an unreachable "
+                    "worker (a Redis restart); sent %d new task(s)", len(stale), repaired)
+    return repaired
 
 
 def _ensure_builtin_queues(rt: Runtime) -> None:

@@ -42,7 +42,7 @@ class WebhookServer:
                  backlog: int = 2048, graceful_timeout: float = 10.0) -> None:
         self.config = uvicorn.Config(
             app, host=host, port=port, ssl_certfile=str(certfile), ssl_keyfile=str(keyfile), http=http, loop=loop,
-            log_level=log_level, access_log=False, server_header=False, date_header=False, lifespan="off",
+            log_level=log_level, log_config=None, access_log=False, server_header=False, date_header=False, lifespan="off",
             proxy_headers=False,   # the API server calls the webhook directly: no X-Forwarded-* to trust or parse
             backlog=backlog, timeout_graceful_shutdown=graceful_timeout,
         )

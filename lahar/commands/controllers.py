@@ -15,6 +15,8 @@ import time
 
 import typer
 
+from lahar.commands._options import celery_globals, init_logging, log_format_option, log_level_option
+
 __all__ = ["WORKER_HELP", "register", "worker_argv"]
 
 WORKER_HELP = "\n\n".join((
@@ -31,20 +33,18 @@ WORKER_HELP = "\n\n".join((
 
 
 def worker_argv(python: str, *, concurrency: int | None = None, queues: str = "reconcile", pool: str = "prefork",
-                hostname: str | None = None, loglevel: str | None = None) -> list[str]:
+                hostname: str | None = None, loglevel: str | None = None, log_format: str | None = None) -> list[str]:
     """The supervised child's command line: this same command, unsupervised, with the same options."""
     argv = [python, "-m", "lahar.cli", "worker", "--no-supervise", "-Q", queues, "-P", pool]
     if concurrency:
         argv += ["-c", str(concurrency)]
     if hostname:
-        argv += ["-n", hostname]
+        argv += ["--hostname", hostname]
     if loglevel:
-        argv += ["-l", loglevel]
+        argv += ["--log-level", loglevel]
+    if log_format:
+        argv += ["--log-format", log_format]
     return argv
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def register(app: typer.Typer) -> None:
@@ -53,28 +53,26 @@ def register(app: typer.Typer) -> None:
         concurrency: int = typer.Option(None, "--concurrency", "-c", help="Worker processes/threads (default: CPUs)."),
         queues: str = typer.Option("reconcile", "--queues", "-Q", help="Comma-separated queues to consume."),
         pool: str = typer.Option("prefork", "--pool", "-P", help="Celery pool: prefork, threads or solo."),
-        hostname: str = typer.Option(None, "--hostname", "-n", help="Node name (default lahar@<host>)."),
-        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        hostname: str = typer.Option(None, "--hostname", help="Node name (default lahar@<host>)."),
+        loglevel: str = log_level_option(),
+        log_format: str = log_format_option(),
         supervise: bool = typer.Option(
             True, "--supervise/--no-supervise",
             help="Run the Celery worker as a child process and start it again when it exits unexpectedly "
                  "(backoff 1 s to 30 s). --no-supervise runs Celery in this process (for a supervisor of your own)."),
     ) -> None:
-        from lahar.settings import Settings
-
-        level = loglevel or Settings().log_level
+        level = init_logging(loglevel, log_format)
         if supervise:
             from lahar.supervisor import Supervisor
 
-            _logging(level)
             sup = Supervisor(worker_argv(sys.executable, concurrency=concurrency, queues=queues, pool=pool,
-                                         hostname=hostname, loglevel=loglevel))
+                                         hostname=hostname, loglevel=loglevel, log_format=log_format))
             sup.install_signal_handlers()
             raise typer.Exit(sup.run())
 
         from lahar.worker import app as celery_app
 
-        argv = ["worker", "-Q", queues, "-P", pool, "-E", "-l", level,
+        argv = [*celery_globals(), "worker", "-Q", queues, "-P", pool, "-E", "-l", level,
                 "-n", hostname or "lahar@%h", "--without-mingle"]
         if concurrency:
             argv += ["-c", str(concurrency)]
@@ -82,7 +80,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def dispatch(
-        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        loglevel: str = log_level_option(),
+        log_format: str = log_format_option(),
     ) -> None:
         """Watch the cluster and enqueue reconcile tasks (one active dispatcher; others wait as standby)."""
         from lahar import worker as celery_worker
@@ -91,7 +90,7 @@ def register(app: typer.Typer) -> None:
         from lahar.kube.rest import RestClient
 
         s = celery_worker.settings
-        _logging(loglevel or s.log_level)
+        init_logging(loglevel, log_format)
         rt = celery_worker.runtime()
         client = RestClient(kubeconfig.load(s.kubeconfig))
         d = Dispatcher(client, rt.redis, send=lambda key: celery_worker.enqueue(key, rt=rt),
@@ -107,14 +106,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def beat(
-        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        loglevel: str = log_level_option(),
+        log_format: str = log_format_option(),
     ) -> None:
         """Run Celery beat (resync every key; the scheduler's session tick). Only one runs: a Redis lease."""
         from lahar import worker as celery_worker
         from lahar.controllers import workqueue
 
         s = celery_worker.settings
-        _logging(loglevel or s.log_level)
+        level = init_logging(loglevel, log_format, capture_stdout=True)
         rt = celery_worker.runtime()
         lease = workqueue.Lease(rt.redis, "beat", ttl=s.dispatch_lease_ttl)
         stop = threading.Event()
@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         threading.Thread(target=keep, name="beat-lease", daemon=True).start()
         s.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            celery_worker.app.Beat(loglevel=(loglevel or s.log_level).upper(),
+            celery_worker.app.Beat(loglevel=level,
                                    schedule=str(s.data_dir / "celerybeat-schedule")).run()
         finally:
             stop.set()
@@ -148,17 +148,32 @@ def register(app: typer.Typer) -> None:
     def flower(
         port: int = typer.Option(None, help="HTTP port (default LAHAR_FLOWER_PORT, 5555)."),
         address: str = typer.Option("127.0.0.1", help="Address to listen on."),
-        basic_auth: str = typer.Option(None, help="user:password[,user:password] (Flower's --basic-auth)."),
+        basic_auth: str = typer.Option(None, help="user:password[,user:password] (Flower's --basic-auth; default "
+                                                  "LAHAR_FLOWER_BASIC_AUTH, else a login generated once in "
+                                                  "<data-dir>/flower-auth, mode 0600)."),
+        loglevel: str = log_level_option(),
+        log_format: str = log_format_option(),
     ) -> None:
-        """Run Flower on the Celery app: workers, reconcile and session tasks with arguments and outcomes."""
+        """Run Flower on the Celery app: workers, reconcile and session tasks with arguments and outcomes.
+
+        Flower always asks for a login, on loopback too, and refuses cross-site requests, so a web page cannot
+        drive its task API."""
+        from lahar import credentials
         from lahar import worker as celery_worker
 
-        argv = ["flower", f"--port={port or celery_worker.settings.flower_port}", f"--address={address}"]
-        if basic_auth:
-            argv.append(f"--basic_auth={basic_auth}")
-        elif address in ("127.0.0.1", "localhost", "::1"):
-            # loopback only: the HTTP API (/api/workers, /api/tasks) needs no credentials, like the UI
-            os.environ.setdefault("FLOWER_UNAUTHENTICATED_API", "true")
+        s = celery_worker.settings
+        init_logging(loglevel, log_format, capture_stdout=True)
+        try:
+            if basic_auth or s.flower_basic_auth:
+                login = credentials.check_login(basic_auth or s.flower_basic_auth or "")
+            else:
+                login, path = credentials.flower_login(s.data_dir)
+                logging.getLogger(__name__).warning("flower: login %s, password in %s", login.split(":", 1)[0], path)
+        except credentials.CredentialsError as e:
+            raise typer.BadParameter(str(e), param_hint="--basic-auth") from e
+        os.environ.pop("FLOWER_UNAUTHENTICATED_API", None)  # the API asks for the login like the UI
+        argv = [*celery_globals(), "flower", f"--port={port or s.flower_port}", f"--address={address}",
+                f"--basic_auth={login}", "--logging=none"]  # tornado adds no handler: lahar.logs has the root
         celery_worker.app.start(argv)
 
 

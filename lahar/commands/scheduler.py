@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
 
 import typer
+
+from lahar.commands._options import celery_globals, init_logging, log_format_option, log_level_option
 
 __all__ = ["register"]
 
@@ -16,7 +17,8 @@ __all__ = ["register"]
 def register(app: typer.Typer) -> None:
     @app.command()
     def scheduler(
-        loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        loglevel: str = log_level_option(),
+        log_format: str = log_format_option(),
         metrics_port: int = typer.Option(0, help="Serve Prometheus metrics on this port (0 = off)."),
         once: bool = typer.Option(False, help="Run one session now and exit (no Celery, no lease)."),
     ) -> None:
@@ -29,8 +31,7 @@ def register(app: typer.Typer) -> None:
         from lahar.settings import Settings
 
         s = Settings()
-        level = (loglevel or s.log_level).upper()
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        level = init_logging(loglevel, log_format)
         client = RestClient(kubeconfig.load(str(s.kubeconfig) if s.kubeconfig else None))
         lease = None
         if s.redis_url and not once:
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
             return
         from lahar.worker import app as celery_app
         try:
-            celery_app.worker_main(["worker", "-Q", "scheduling", "-c", "1", "-P", "solo", "-n", "scheduler@%h",
+            celery_app.worker_main([*celery_globals(), "worker", "-Q", "scheduling", "-c", "1", "-P", "solo", "-n", "scheduler@%h",
                                     "-l", level, "--without-gossip", "--without-mingle"])
         finally:
             runner.stop()

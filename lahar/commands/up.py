@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from lahar.commands._options import init_logging, log_format_option, log_level_option
+
 __all__ = ["register"]
 
 DEMO_PROFILE = "demo"
@@ -31,8 +33,12 @@ def up(
                                              help="How long a simulated pod with restartPolicy Never/OnFailure "
                                                   "and no lahar.sh/sim-duration annotation runs, e.g. 3s "
                                                   "(default: until deleted)."),
+    log_level: str = log_level_option(help_text="Log level of every process: debug, info, warning, error "
+                                                "(default LAHAR_LOG_LEVEL, info; `lahar up` itself logs warnings)."),
+    log_format: str = log_format_option(),
 ) -> None:
     """Run everything on this machine: the embedded cluster, Redis and lahar's processes, until Ctrl-C."""
+    from lahar import logs
     from lahar import up as ups
     from lahar.settings import Settings
 
@@ -41,7 +47,10 @@ def up(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--sim-default-duration") from e
     s = Settings()
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    children_level = init_logging(log_level, log_format)
+    json_logs = logs.check_format(None) == "json"
+    if log_level is None:  # up's own log: warnings; its status lines are its output; the children log at the level
+        logging.getLogger().setLevel(logging.WARNING)
     opts = ups.Options(
         data_dir=data_dir or s.data_dir,
         port=s.devcluster_port if port is None else port,
@@ -52,11 +61,13 @@ def up(
         concurrency=concurrency,
         demo=demo,
         flower_port=s.flower_port,
-        log_level=s.log_level,
-        live=live,
+        log_level=children_level,
+        live=False if json_logs else live,
         sim_default_duration=sim_default,
     )
-    stack = ups.Stack(opts)
+    status = logging.getLogger("lahar.up.status")
+    status.setLevel(logging.INFO)
+    stack = ups.Stack(opts, out=(lambda msg: status.info("%s", msg)) if json_logs else None)
     stopping = []
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -82,9 +93,10 @@ def up(
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean stop short
-        typer.echo("stopping lahar: processes, then devcluster, then Redis…", err=True)
+        say = (lambda msg: status.info("%s", msg)) if json_logs else (lambda msg: typer.echo(msg, err=True))
+        say("stopping lahar: processes, then devcluster, then Redis…")
         stack.stop()
-        typer.echo("stopped.", err=True)
+        say("stopped.")
 
 
 def register(app: typer.Typer) -> None:

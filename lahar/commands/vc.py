@@ -2,7 +2,8 @@
 
 Thin shells: flags as vcctl spells them, one API call or two, a rich table. suspend / resume / open / close create
 bus Commands exactly as vcctl does (AbortJob / ResumeJob / OpenQueue / CloseQueue) for the controllers to execute.
-The cluster client comes from `--kubeconfig` (else KUBECONFIG, else ~/.kube/config); tests hand one in through the
+The cluster client comes from `--kubeconfig` (else KUBECONFIG, a list merged as kubectl merges it, else
+~/.kube/config) and `--context`; tabular commands take kubectl's `-o json|yaml|wide|name`; tests hand one in through the
 Click context object: `CliRunner().invoke(app, args, obj={"client": client})`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +25,7 @@ from rich.table import Table
 
 from lahar.kube import durations
 
-__all__ = ["job_rows", "queue_rows", "register"]
+__all__ = ["OUTPUTS", "check_output", "filter_jobs", "job_rows", "printed", "queue_rows", "register"]
 
 job_app = typer.Typer(no_args_is_help=True, help="Volcano Jobs: run, list, view, suspend, resume, delete (vcctl job).")
 queue_app = typer.Typer(no_args_is_help=True, help="Queues: create, list, get, delete, open, close, update (vcctl queue).")
@@ -32,6 +34,9 @@ _JOB_API = "batch.volcano.sh/v1alpha1"
 _QUEUE_API = "scheduling.volcano.sh/v1beta1"
 _KUBECONFIG = typer.Option(None, "--kubeconfig", "-k", help="Path to the kubeconfig file (default: KUBECONFIG, "
                                                               "else ~/.kube/config).")
+_CONTEXT = typer.Option(None, "--context", help="The kubeconfig context to use (default: its current-context).")
+_OUTPUT = typer.Option(None, "--output", "-o", metavar="FORMAT", help="json, yaml, wide or name (default: a table).")
+OUTPUTS = ("json", "yaml", "wide", "name")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,19 +52,50 @@ JOB_COLUMNS = ("Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pendi
 QUEUE_COLUMNS = ("Name", "Weight", "State", "Parent", "Inqueue", "Pending", "Running", "Unknown", "Completed")
 
 
-def job_rows(jobs: list[Mapping[str, Any]], *, all_namespaces: bool = False, scheduler: str = "", queue: str = "",
-             selector: str = "") -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    """vcctl job list: (header, rows) after the --scheduler / --queue / --selector (substring of name) filters."""
-    header = (("Namespace",) if all_namespaces else ()) + JOB_COLUMNS
-    rows = []
+def check_output(output: str | None) -> str | None:
+    """The `-o` value (None: the table); anything else is kubectl's error naming the allowed formats."""
+    if output is None or output in OUTPUTS:
+        return output
+    raise typer.BadParameter(f'unable to match a printer suitable for the output format "{output}", allowed formats '
+                             f"are: {','.join(sorted(OUTPUTS))}", param_hint="'--output' / '-o'")
+
+
+def filter_jobs(jobs: list[Mapping[str, Any]], *, scheduler: str = "", queue: str = "",
+                selector: str = "") -> list[Mapping[str, Any]]:
+    """vcctl job list's --scheduler / --queue / --selector (substring of the name) filters."""
+    out = []
     for job in jobs:
-        meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+        meta, spec = job.get("metadata") or {}, job.get("spec") or {}
         if scheduler and spec.get("schedulerName") != scheduler:
             continue
         if queue and (spec.get("queue") or "default") != queue:
             continue
         if selector not in (meta.get("name") or ""):
             continue
+        out.append(job)
+    return out
+
+
+def printed(objects: list[Mapping[str, Any]], *, output: str, resource: str, single: bool = False) -> str:
+    """kubectl's json / yaml / name printers: one object as itself (`get NAME`), several as a `v1` List; `name` is
+    `<plural>.<group>/<name>` per line (e.g. `job.batch.volcano.sh/j1`, kubectl's singular resource name)."""
+    if output == "name":
+        return "".join(f"{resource}/{(o.get('metadata') or {}).get('name', '')}\n" for o in objects)
+    doc: Any = objects[0] if single and len(objects) == 1 else {
+        "apiVersion": "v1", "kind": "List", "items": list(objects), "metadata": {"resourceVersion": ""}}
+    if output == "json":
+        return json.dumps(doc, indent=4) + "\n"
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def job_rows(jobs: list[Mapping[str, Any]], *, all_namespaces: bool = False, scheduler: str = "", queue: str = "",
+             selector: str = "", wide: bool = False) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """vcctl job list: (header, rows) after the --scheduler / --queue / --selector (substring of name) filters;
+    `wide` adds the queue and the scheduler, as kubectl's `-o wide` adds columns."""
+    header = (("Namespace",) if all_namespaces else ()) + JOB_COLUMNS + (("Queue", "Scheduler") if wide else ())
+    rows = []
+    for job in filter_jobs(jobs, scheduler=scheduler, queue=queue, selector=selector):
+        meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
         replicas = sum(int(t.get("replicas") or 0) for t in spec.get("tasks") or ())
         row = (meta.get("name") or "", (meta.get("creationTimestamp") or "")[:10],
                (status.get("state") or {}).get("phase") or "",
@@ -67,18 +103,25 @@ def job_rows(jobs: list[Mapping[str, Any]], *, all_namespaces: bool = False, sch
                str(status.get("minAvailable") or 0), *(str(status.get(k) or 0) for k in
                                                       ("pending", "running", "succeeded", "failed", "unknown",
                                                        "retryCount")))
+        if wide:
+            row += (spec.get("queue") or "default", spec.get("schedulerName") or "")
         rows.append(((meta.get("namespace") or "",) if all_namespaces else ()) + row)
     return header, rows
 
 
-def queue_rows(queues: list[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+def queue_rows(queues: list[Mapping[str, Any]], *, wide: bool = False) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """vcctl queue list / get: (header, rows); `wide` adds reclaimable and the capability."""
     rows = []
     for q in queues:
         spec, status = q.get("spec") or {}, q.get("status") or {}
-        rows.append((q["metadata"]["name"], str(spec.get("weight") or 0), status.get("state") or "",
-                     spec.get("parent") or "", *(str(status.get(k) or 0) for k in
-                                                  ("inqueue", "pending", "running", "unknown", "completed"))))
-    return QUEUE_COLUMNS, rows
+        row = (q["metadata"]["name"], str(spec.get("weight") or 0), status.get("state") or "",
+               spec.get("parent") or "", *(str(status.get(k) or 0) for k in
+                                            ("inqueue", "pending", "running", "unknown", "completed")))
+        if wide:
+            capability = ",".join(f"{k}={v}" for k, v in sorted((spec.get("capability") or {}).items()))
+            row += (str(spec.get("reclaimable", True)).lower(), capability or "<none>")
+        rows.append(row)
+    return QUEUE_COLUMNS + (("Reclaimable", "Capability") if wide else ()), rows
 
 
 def resource_list(spec: str) -> dict[str, str]:
@@ -110,16 +153,19 @@ def _console() -> Console:
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    """A table as kubectl prints one: on a terminal with a rule under the header, piped as plain columns."""
+    console = _console()
+    table = Table(box=box.SIMPLE_HEAD if console.is_terminal else None, show_edge=False, pad_edge=False,
+                  padding=(0, 1) if console.is_terminal else (0, 3, 0, 0))
     for col in header:
         table.add_column(col, no_wrap=True)
     for row in rows:
         table.add_row(*row)
-    _console().print(table)
+    console.print(table)
 
 
 @contextmanager
-def _client(ctx: typer.Context, kubeconfig: Path | None) -> Iterator[Any]:
+def _client(ctx: typer.Context, kubeconfig: Path | None, context: str | None = None) -> Iterator[Any]:
     obj = ctx.find_root().obj or {}
     if isinstance(obj, dict) and obj.get("client") is not None:
         yield obj["client"]
@@ -127,7 +173,11 @@ def _client(ctx: typer.Context, kubeconfig: Path | None) -> Iterator[Any]:
     from lahar.kube import kubeconfig as kc
     from lahar.kube.rest import RestClient
 
-    client = RestClient(kc.load(kubeconfig))
+    try:
+        configuration = kc.load(kubeconfig, context=context)
+    except kc.ClusterNotFound as e:
+        _fail(str(e))
+    client = RestClient(configuration)
     try:
         yield client
     finally:
@@ -193,7 +243,7 @@ def job_run(ctx: typer.Context,
             scheduler: str = typer.Option("volcano", "--scheduler", "-S", help="The scheduler for this job."),
             queue: str = typer.Option("default", "--queue", "-q", help="The queue of job."),
             filename: Path | None = typer.Option(None, "--filename", "-f", help="The yaml file of job."),
-            kubeconfig: Path | None = _KUBECONFIG) -> None:
+            kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Run a job: one task from the flags, or the Job in a YAML file."""
     if filename is not None:
         if filename.suffix not in (".yaml", ".yml"):
@@ -221,7 +271,7 @@ def job_run(ctx: typer.Context,
                              "resources": {"requests": resource_list(requests), "limits": resource_list(limits)}}]},
                      }}]},
         }
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         created = client.create(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), job,
                                 namespace=job["metadata"]["namespace"])
     typer.echo(f"run job {created['metadata']['name']} successfully")
@@ -234,16 +284,23 @@ def job_list(ctx: typer.Context,
              scheduler: str = typer.Option("", "--scheduler", "-S", help="List jobs with this scheduler name."),
              queue: str = typer.Option("", "--queue", "-q", help="List jobs in this queue."),
              selector: str = typer.Option("", "--selector", help="Fuzzy matching of the job name."),
-             kubeconfig: Path | None = _KUBECONFIG) -> None:
+             output: str | None = _OUTPUT,
+             kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """List jobs."""
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    output = check_output(output)
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         items = client.list(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"),
                             namespace=None if all_namespaces else namespace)["items"]
+    items.sort(key=lambda j: (j["metadata"].get("namespace") or "", j["metadata"]["name"]))
+    if output in ("json", "yaml", "name"):
+        picked = filter_jobs(items, scheduler=scheduler, queue=queue, selector=selector)
+        sys.stdout.write(printed(picked, output=output, resource="job.batch.volcano.sh"))
+        return
     if not items:
         typer.echo("No resources found")
         return
-    items.sort(key=lambda j: (j["metadata"].get("namespace") or "", j["metadata"]["name"]))
-    _table(*job_rows(items, all_namespaces=all_namespaces, scheduler=scheduler, queue=queue, selector=selector))
+    _table(*job_rows(items, all_namespaces=all_namespaces, scheduler=scheduler, queue=queue, selector=selector,
+                     wide=output == "wide"))
 
 
 def _events_for(client: Any, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -310,11 +367,16 @@ def _job_info(job: Mapping[str, Any]) -> list[str]:
 def job_view(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
              name: str = typer.Option("", "--name", "-N", help="The name of job."),
              namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-             kubeconfig: Path | None = _KUBECONFIG) -> None:
+             output: str | None = _OUTPUT,
+             kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Show a job's spec, status and Events."""
+    output = check_output(output)
     name = _pick(job_name, name, "job name (specified by --name or -N) is mandatory to view a particular job")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         job = client.get(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), name, namespace=namespace)
+        if output in ("json", "yaml", "name"):
+            sys.stdout.write(printed([job], output=output, resource="job.batch.volcano.sh", single=True))
+            return
         found = _events_for(client, job)
     console = _console()
     for line in _job_info(job):
@@ -335,9 +397,9 @@ def job_view(ctx: typer.Context, job_name: str | None = typer.Argument(None, met
 
 
 def _job_command(ctx: typer.Context, positional: str | None, name: str, namespace: str, kubeconfig: Path | None,
-                 action: str, verb: str) -> None:
+                 action: str, verb: str, *, context: str | None = None) -> None:
     name = _pick(positional, name, f"job name is mandatory to {verb} a particular job")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         job = client.get(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), name, namespace=namespace)
         _command(client, target=job, api_version=_JOB_API, namespace=job["metadata"]["namespace"], action=action)
     typer.echo(f"{verb} job {name} successfully")
@@ -347,28 +409,28 @@ def _job_command(ctx: typer.Context, positional: str | None, name: str, namespac
 def job_suspend(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
                 name: str = typer.Option("", "--name", "-N", help="The name of job."),
                 namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-                kubeconfig: Path | None = _KUBECONFIG) -> None:
+                kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Suspend a job (bus Command AbortJob)."""
-    _job_command(ctx, job_name, name, namespace, kubeconfig, "AbortJob", "suspend")
+    _job_command(ctx, job_name, name, namespace, kubeconfig, "AbortJob", "suspend", context=context)
 
 
 @job_app.command("resume")
 def job_resume(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
                name: str = typer.Option("", "--name", "-N", help="The name of job."),
                namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-               kubeconfig: Path | None = _KUBECONFIG) -> None:
+               kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Resume a suspended job (bus Command ResumeJob)."""
-    _job_command(ctx, job_name, name, namespace, kubeconfig, "ResumeJob", "resume")
+    _job_command(ctx, job_name, name, namespace, kubeconfig, "ResumeJob", "resume", context=context)
 
 
 @job_app.command("delete")
 def job_delete(ctx: typer.Context, job_name: str | None = typer.Argument(None, metavar="[NAME]"),
                name: str = typer.Option("", "--name", "-N", help="The name of job."),
                namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of job."),
-               kubeconfig: Path | None = _KUBECONFIG) -> None:
+               kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Delete a job."""
     name = _pick(job_name, name, "job name is mandatory to delete a particular job")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         client.delete(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), name, namespace=namespace)
     typer.echo(f"delete job {name} successfully")
 
@@ -386,7 +448,7 @@ def queue_create(ctx: typer.Context, queue_name: str | None = typer.Argument(Non
                  weight: int = typer.Option(1, "--weight", "-w", help="The weight of the queue."),
                  state: str = typer.Option("Open", "--state", "-S", help="The state of queue."),
                  parent: str = typer.Option("", "--parent", "-p", help="The parent queue (default root)."),
-                 kubeconfig: Path | None = _KUBECONFIG) -> None:
+                 kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Create a queue."""
     name = queue_name or name
     spec: dict[str, Any] = {"weight": weight}
@@ -394,7 +456,7 @@ def queue_create(ctx: typer.Context, queue_name: str | None = typer.Argument(Non
         spec["parent"] = parent
     body = {"apiVersion": _QUEUE_API, "kind": "Queue", "metadata": {"name": name}, "spec": spec,
             "status": {"state": state}}
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         created = client.create(_queues_rt(client), body)
         if state and (created.get("status") or {}).get("state") != state:  # the status subresource dropped it
             created["status"] = {**(created.get("status") or {}), "state": state}
@@ -403,46 +465,57 @@ def queue_create(ctx: typer.Context, queue_name: str | None = typer.Argument(Non
 
 
 @queue_app.command("list")
-def queue_list(ctx: typer.Context, kubeconfig: Path | None = _KUBECONFIG) -> None:
+def queue_list(ctx: typer.Context, output: str | None = _OUTPUT, kubeconfig: Path | None = _KUBECONFIG,
+               context: str | None = _CONTEXT) -> None:
     """List queues."""
-    with _client(ctx, kubeconfig) as client, _api_errors():
-        items = client.list(_queues_rt(client))["items"]
+    output = check_output(output)
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
+        items = sorted(client.list(_queues_rt(client))["items"], key=lambda q: q["metadata"]["name"])
+    if output in ("json", "yaml", "name"):
+        sys.stdout.write(printed(items, output=output, resource="queue.scheduling.volcano.sh"))
+        return
     if not items:
         typer.echo("No resources found")
         return
-    _table(*queue_rows(sorted(items, key=lambda q: q["metadata"]["name"])))
+    _table(*queue_rows(items, wide=output == "wide"))
 
 
 @queue_app.command("get")
 def queue_get(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
               name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-              kubeconfig: Path | None = _KUBECONFIG) -> None:
+              output: str | None = _OUTPUT,
+              kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Show one queue."""
+    output = check_output(output)
     name = _pick(queue_name, name, "name is mandatory to get the particular queue details")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         queue = client.get(_queues_rt(client), name)
-    _table(*queue_rows([queue]))
+    if output in ("json", "yaml", "name"):
+        sys.stdout.write(printed([queue], output=output, resource="queue.scheduling.volcano.sh", single=True))
+        return
+    _table(*queue_rows([queue], wide=output == "wide"))
 
 
 @queue_app.command("delete")
 def queue_delete(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                  name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-                 kubeconfig: Path | None = _KUBECONFIG) -> None:
+                 kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Delete a queue."""
     name = _pick(queue_name, name, "queue name must be specified")
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         client.delete(_queues_rt(client), name)
     typer.echo(f"delete queue {name} successfully")
 
 
-def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig: Path | None) -> None:
+def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig: Path | None, *,
+             context: str | None = None) -> None:
     """vcctl queue operate: open / close create a bus Command in `default`; update merge-patches spec.weight."""
     if not name:
         _fail("queue name must be specified")
     if action == "update":
         if weight <= 0:
             _fail(f"when update queue {name}, weight must be specified, the value must be greater than 0")
-        with _client(ctx, kubeconfig) as client, _api_errors():
+        with _client(ctx, kubeconfig, context) as client, _api_errors():
             client.patch(_queues_rt(client), name, {"spec": {"weight": weight}}, patch_type="merge")
         typer.echo(f"update queue {name} successfully")
         return
@@ -451,7 +524,7 @@ def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig
     if action not in ("open", "close"):
         _fail(f"action {action} invalid, valid actions are open, close and update")
     bus_action = "OpenQueue" if action == "open" else "CloseQueue"
-    with _client(ctx, kubeconfig) as client, _api_errors():
+    with _client(ctx, kubeconfig, context) as client, _api_errors():
         queue = client.get(_queues_rt(client), name)
         _command(client, target=queue, api_version=_QUEUE_API, namespace="default", action=bus_action)
     typer.echo(f"{action} queue {name} successfully")
@@ -460,32 +533,32 @@ def _operate(ctx: typer.Context, name: str, action: str, weight: int, kubeconfig
 @queue_app.command("open")
 def queue_open(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-               kubeconfig: Path | None = _KUBECONFIG) -> None:
+               kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Open a queue (bus Command OpenQueue)."""
-    _operate(ctx, queue_name or name, "open", 0, kubeconfig)
+    _operate(ctx, queue_name or name, "open", 0, kubeconfig, context=context)
 
 
 @queue_app.command("close")
 def queue_close(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                 name: str = typer.Option("", "--name", "-n", help="The name of queue."),
-                kubeconfig: Path | None = _KUBECONFIG) -> None:
+                kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Close a queue (bus Command CloseQueue)."""
-    _operate(ctx, queue_name or name, "close", 0, kubeconfig)
+    _operate(ctx, queue_name or name, "close", 0, kubeconfig, context=context)
 
 
 @queue_app.command("update")
 def queue_update(ctx: typer.Context, queue_name: str | None = typer.Argument(None, metavar="[NAME]"),
                  name: str = typer.Option("", "--name", "-n", help="The name of queue."),
                  weight: int = typer.Option(0, "--weight", "-w", help="The new weight of the queue."),
-                 kubeconfig: Path | None = _KUBECONFIG) -> None:
+                 kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """Change a queue's weight."""
-    _operate(ctx, queue_name or name, "update", weight, kubeconfig)
+    _operate(ctx, queue_name or name, "update", weight, kubeconfig, context=context)
 
 
 @queue_app.command("operate")
 def queue_operate(ctx: typer.Context, name: str = typer.Option("", "--name", "-n", help="The name of queue."),
                   action: str = typer.Option("", "--action", "-a", help="open, close or update."),
                   weight: int = typer.Option(0, "--weight", "-w", help="The weight, for update."),
-                  kubeconfig: Path | None = _KUBECONFIG) -> None:
+                  kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
     """vcctl's form: `queue operate -n NAME -a open|close|update [-w WEIGHT]`."""
-    _operate(ctx, name, action, weight, kubeconfig)
+    _operate(ctx, name, action, weight, kubeconfig, context=context)

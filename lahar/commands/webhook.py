@@ -17,6 +17,8 @@ from typing import Any
 
 import typer
 
+from lahar.commands._options import init_logging, log_format_option, log_level_option
+
 __all__ = ["LiveAdmission", "admission_config", "live_admission", "load_objects", "register"]
 
 log = logging.getLogger(__name__)
@@ -124,7 +126,8 @@ def webhook(
                                help="Serve from the objects in this file instead of a cluster (tests, benchmarks); "
                                     "builtin `root` and `default` queues exist."),
     http: str = typer.Option("httptools", help="HTTP parser: httptools (faster) or h11."),
-    log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+    log_level: str = log_level_option("warning", help_text="Log level: debug, info, warning, error (default warning)."),
+    log_format: str = log_format_option(),
     sync_timeout: float = typer.Option(30.0, "--sync-timeout", help="Seconds to wait for the informers before "
                                                                      "listening (then /readyz says 503 until synced)."),
     config_namespace: str = typer.Option("lahar-system", "--config-namespace",
@@ -140,7 +143,7 @@ def webhook(
     from lahar.webhooks import lookups as webhook_lookups
     from lahar.webhooks import server
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_level = init_logging(log_level, log_format).lower()
     if state is not None:
         app = webhook_app.create_app(lookups=webhook_lookups.StaticLookups(load_objects(state)),
                                      config=admission_config(), policies=_static_policies(policies) if policies else None)

@@ -39,7 +39,7 @@ class Worker:
                    LAHAR_LOG_LEVEL="INFO", PYTHONUNBUFFERED="1")
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "worker", "-c", "1",
-                                          "-n", f"{self.node}@%h"], env=env, cwd=tmp, stdin=subprocess.DEVNULL,
+                                          "--hostname", f"{self.node}@%h"], env=env, cwd=tmp, stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def log(self) -> str:

@@ -274,7 +274,7 @@ def test_resolve_names_an_unknown_sub_command() -> None:
 
 
 def test_unknown_options_are_found() -> None:
-    got = resolve(("worker", "-c", "4", "--bogus", "--loglevel=debug", "--no-once"))
+    got = resolve(("worker", "-c", "4", "--bogus", "--log-level=debug", "--no-once"))
     assert got is not None
     assert unknown_options(got[1], got[2]) == ["--bogus", "--no-once"]
     scheduler = resolve(("scheduler", "--no-once"))

@@ -152,3 +152,54 @@ def test_in_cluster_token_is_reread_once_a_period(layout: dict[str, Path]) -> No
     with pytest.raises(Exception, match="empty"):
         cfg.auth_settings()
     assert cfg.host == "https://10.0.0.1:443"
+
+
+# --- a KUBECONFIG list, merged as kubectl merges it; --context ------------------------------------------------------
+
+
+def _doc(server: str, *, cluster: str, user: str, context: str, current: str | None, token: str) -> dict:
+    doc = {"apiVersion": "v1", "kind": "Config",
+           "clusters": [{"name": cluster, "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+           "users": [{"name": user, "user": {"token": token}}],
+           "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}]}
+    if current:
+        doc["current-context"] = current
+    return doc
+
+
+@pytest.mark.parametrize(("first_current", "context", "host", "token"), [
+    ("a", None, "https://a:6443", "ta"),
+    (None, None, "https://b:6443", "tb"),
+    ("a", "b", "https://b:6443", "tb"),
+    ("a", "shared", "https://a:6443", "ta"),
+], ids=["first-files-current-context", "current-context-from-the-first-file-that-sets-one",
+        "context-flag-picks-a-context-of-the-second-file", "first-definition-of-a-name-wins"])
+def test_kubeconfig_list_is_merged_like_kubectl(tmp_path: Path, first_current, context, host, token) -> None:
+    first = _doc("https://a:6443", cluster="ka", user="ua", context="a", current=first_current, token="ta")
+    first["contexts"].append({"name": "shared", "context": {"cluster": "ka", "user": "ua"}})
+    second = _doc("https://b:6443", cluster="kb", user="ub", context="b", current="b", token="tb")
+    second["contexts"].append({"name": "shared", "context": {"cluster": "kb", "user": "ub"}})
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(first))
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump(second))
+    environ = {"KUBECONFIG": f"{tmp_path / 'missing.yaml'}:{tmp_path / 'one.yaml'}:{tmp_path / 'two.yaml'}"}
+    source = kubeconfig.find(environ=environ, home=tmp_path, service_account_dir=tmp_path / "sa")
+    assert source.files == (tmp_path / "one.yaml", tmp_path / "two.yaml")
+    cfg = kubeconfig.load(context=context, environ=environ, home=tmp_path, service_account_dir=tmp_path / "sa")
+    assert cfg.host == host
+    assert cfg.auth_settings()["BearerToken"]["value"].lower() == f"bearer {token}"
+
+
+def test_an_unknown_context_is_reported(layout: dict[str, Path]) -> None:
+    with pytest.raises(kubeconfig.ClusterNotFound, match="not usable.*nope"):
+        kubeconfig.load(layout["explicit"], context="nope", environ={}, home=layout["home"],
+                        service_account_dir=layout["sa"])
+
+
+@pytest.mark.parametrize(("docs", "want"), [
+    ([{"current-context": "a"}, {"current-context": "b"}], "a"),
+    ([{}, {"current-context": "b"}], "b"),
+    ([None, {"current-context": ""}, {"current-context": "c"}], "c"),
+    ([{}, {}], None),
+], ids=["first", "first-that-sets-one", "empty-and-unreadable-skipped", "none"])
+def test_merged_current_context(docs, want) -> None:
+    assert kubeconfig.merged_current_context(docs) == want

@@ -147,9 +147,9 @@ def test_queue_create_list_get_update_delete(client: MemoryClient) -> None:
     assert (q2["spec"], q2["status"]["state"]) == ({"weight": 1, "parent": "q1"}, "Closed")
     lines = run(client, "queue", "list").output.splitlines()
     assert lines[0].split() == list(vc.QUEUE_COLUMNS)
-    assert [line.split()[:4] for line in lines[2:]] == [["q1", "3", "Open", "0"], ["q2", "1", "Closed", "q1"]]
+    assert [line.split()[:4] for line in lines[1:]] == [["q1", "3", "Open", "0"], ["q2", "1", "Closed", "q1"]]
     assert run(client, "queue", "update", "-n", "q1", "-w", "7").exit_code == 0
-    assert run(client, "queue", "get", "q1").output.splitlines()[2].split()[:3] == ["q1", "7", "Open"]
+    assert run(client, "queue", "get", "q1").output.splitlines()[1].split()[:3] == ["q1", "7", "Open"]
     assert run(client, "queue", "delete", "-n", "q2").output == "delete queue q2 successfully\n"
     assert [q["metadata"]["name"] for q in client.list(rt(client, "queues"))["items"]] == ["q1"]
 
@@ -173,3 +173,82 @@ def test_queue_open_close_create_bus_commands(client: MemoryClient, args: list[s
 def test_commands_are_registered_on_the_lahar_app() -> None:
     res = CliRunner().invoke(app, ["--help"])
     assert "job" in res.output and "queue" in res.output
+
+
+# -- kubectl's output formats (-o json|yaml|wide|name) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "check"), [
+    (["job", "list", "-o", "json"], lambda out: [i["metadata"]["name"] for i in __import__("json").loads(out)["items"]]
+     == ["j1", "j2"]),
+    (["job", "list", "-o", "yaml"], lambda out: yaml.safe_load(out)["kind"] == "List"),
+    (["job", "list", "-o", "name"], lambda out: out == "job.batch.volcano.sh/j1\njob.batch.volcano.sh/j2\n"),
+    (["job", "list", "-o", "name", "--selector", "2"], lambda out: out == "job.batch.volcano.sh/j2\n"),
+    (["job", "list", "-o", "wide"], lambda out: out.splitlines()[0].split()[-2:] == ["Queue", "Scheduler"]
+     and out.splitlines()[1].split()[-2:] == ["default", "volcano"]),
+    (["job", "view", "j1", "-o", "json"], lambda out: __import__("json").loads(out)["kind"] == "Job"),
+    (["job", "view", "j1", "-o", "yaml"], lambda out: yaml.safe_load(out)["metadata"]["name"] == "j1"),
+    (["job", "view", "j1", "-o", "name"], lambda out: out == "job.batch.volcano.sh/j1\n"),
+    (["queue", "list", "-o", "name"], lambda out: out == "queue.scheduling.volcano.sh/q1\n"),
+    (["queue", "list", "-o", "json"], lambda out: __import__("json").loads(out)["items"][0]["spec"]["weight"] == 3),
+    (["queue", "get", "q1", "-o", "yaml"], lambda out: yaml.safe_load(out)["kind"] == "Queue"),
+    (["queue", "get", "q1", "-o", "wide"], lambda out: out.splitlines()[0].split()[-2:] == ["Reclaimable", "Capability"]),
+    (["job", "list", "-n", "empty", "-o", "json"], lambda out: __import__("json").loads(out)["items"] == []),
+], ids=["job-list-json", "job-list-yaml", "job-list-name", "job-list-name-filtered", "job-list-wide",
+        "job-view-json", "job-view-yaml", "job-view-name", "queue-list-name", "queue-list-json", "queue-get-yaml",
+        "queue-get-wide", "empty-list-json"])
+def test_output_formats(client: MemoryClient, args: list[str], check) -> None:
+    run(client, "job", "run", "-N", "j1")
+    run(client, "job", "run", "-N", "j2")
+    run(client, "queue", "create", "-n", "q1", "-w", "3")
+    res = CliRunner().invoke(app, args, obj={"client": client})
+    assert res.exit_code == 0, res.output
+    assert check(res.stdout), res.stdout
+
+
+@pytest.mark.parametrize("args", [["job", "list", "-o", "table"], ["queue", "get", "q1", "-o", "jsonpath"]],
+                         ids=["job-list", "queue-get"])
+def test_an_unknown_output_format_names_the_allowed_ones(client: MemoryClient, args: list[str]) -> None:
+    res = run(client, *args)
+    assert res.exit_code == 2
+    assert "unable to match a printer suitable for the output format" in res.output
+    assert "json,name,wide,yaml" in res.output
+
+
+def test_an_unknown_context_is_a_clear_error(tmp_path: Path) -> None:
+    kc = tmp_path / "kc.yaml"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    res = CliRunner().invoke(app, ["job", "list", "--kubeconfig", str(kc), "--context", "other"])
+    assert res.exit_code == 1 and "Error:" in res.output and "other" in res.output
+
+
+def test_piped_output_has_no_decoration(client: MemoryClient) -> None:
+    """Not a terminal: no colour codes, no rule lines or boxes, in tables and in usage errors."""
+    run(client, "queue", "create", "-n", "q1")
+    out = run(client, "queue", "list").output
+    assert "\x1b[" not in out and "─" not in out and "━" not in out
+    assert out.splitlines()[1].split()[0] == "q1"
+    err = run(client, "job", "list", "-o", "bogus").output
+    assert "╭" not in err and "│" not in err and "\x1b[" not in err
+
+
+@pytest.mark.parametrize("args", [["--version"], ["version"]], ids=["flag", "command"])
+def test_version(args: list[str]) -> None:
+    from lahar import __version__
+
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0 and res.output == f"{__version__}\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["job", "run", "-N", "j"], ["job", "list"], ["job", "view", "j"], ["job", "suspend", "j"], ["job", "resume", "j"],
+    ["job", "delete", "j"], ["queue", "create", "q"], ["queue", "list"], ["queue", "get", "q"], ["queue", "delete", "q"],
+    ["queue", "open", "q"], ["queue", "close", "q"], ["queue", "update", "q"], ["queue", "operate", "-n", "q"],
+], ids=lambda a: "-".join(a[:2]))
+def test_every_job_and_queue_command_takes_context(args: list[str]) -> None:
+    res = CliRunner().invoke(app, [*args, "--help"])
+    assert res.exit_code == 0 and "--context" in res.output

@@ -53,8 +53,10 @@ def test_forwarded_signal(received: int, want: int) -> None:
 
 @pytest.mark.parametrize(("kwargs", "tail"), [
     ({}, ["-Q", "reconcile", "-P", "prefork"]),
-    ({"concurrency": 2, "hostname": "w@%h", "loglevel": "DEBUG", "queues": "reconcile,scheduling", "pool": "solo"},
-     ["-Q", "reconcile,scheduling", "-P", "solo", "-c", "2", "-n", "w@%h", "-l", "DEBUG"]),
+    ({"concurrency": 2, "hostname": "w@%h", "loglevel": "DEBUG", "queues": "reconcile,scheduling", "pool": "solo",
+      "log_format": "json"},
+     ["-Q", "reconcile,scheduling", "-P", "solo", "-c", "2", "--hostname", "w@%h", "--log-level", "DEBUG",
+      "--log-format", "json"]),
 ], ids=["defaults", "every-option"])
 def test_the_child_is_lahar_worker_unsupervised(kwargs: dict, tail: list[str]) -> None:
     assert worker_argv("py", **kwargs) == ["py", "-m", "lahar.cli", "worker", "--no-supervise", *tail]

@@ -177,3 +177,37 @@ def test_retry_after_jitter_stays_in_the_upper_half() -> None:
         lo = workqueue.retry_after(RuntimeError(), attempt, rng=lambda: 0.0)
         hi = workqueue.retry_after(RuntimeError(), attempt, rng=lambda: 0.999999)
         assert lo == ceiling / 2 and ceiling / 2 < hi < ceiling + 1e-9
+
+
+# -- stale pending marks (a Redis crash kept the mark, lost the message) -----------------------------------------
+
+A, B = Key("Job", "ns", "a"), Key("Job", "ns", "b")
+
+
+@pytest.mark.parametrize(("marks", "queued", "delivered", "want"), [
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {}, [A]),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t1"}, {}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {"t1": 1.0}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {"t1": 5.0}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, set(), {"t1": 25.0}, [A]),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t1"}, {"t1": 25.0}, []),
+    ({A: workqueue.Mark("t1", 2.0)}, set(), {}, []),
+    ({A: workqueue.Mark("t1", 5.0)}, set(), {}, []),
+    ({A: workqueue.Mark("t1", 30.0)}, {"t0"}, {"t2": 1.0}, [A]),
+    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, {"t2"}, {}, [A]),
+    ({B: workqueue.Mark("t2", 9.0), A: workqueue.Mark("t1", 9.0)}, set(), {}, [A, B]),
+    ({}, {"t1"}, {}, []),
+], ids=["lost-message", "waiting-in-the-queue", "just-delivered-to-a-worker", "delivered-exactly-grace-ago",
+        "delivered-long-ago-to-a-worker-whose-connection-broke", "queued-again-after-a-restore",
+        "young-enqueue-in-progress", "exactly-grace-is-young", "other-tasks-are-not-it", "only-the-lost-one",
+        "all-lost-in-key-order", "no-marks"])
+def test_stale_marks(marks, queued, delivered, want) -> None:
+    assert workqueue.stale_marks(marks, queued=queued, delivered=delivered, grace=5.0) == want
+
+
+def test_marks_read_their_age_from_the_time_to_live(wq, redis, prefix) -> None:
+    assert wq.claim(A, "t1")                       # pending_ttl 30 s
+    redis.pexpire(f"{prefix}pending:{A}", 18_000)  # as if set 12 s ago
+    marks = wq.marks([A, B])
+    assert list(marks) == [A] and marks[A].task_id == "t1"
+    assert 11.5 < marks[A].age < 12.5
