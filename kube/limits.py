@@ -139,10 +139,21 @@ def _check_aliases(root: yaml.Node) -> None:
 
 
 def safe_load(text: str | bytes) -> Any:
-    """`yaml.safe_load` with the depth and alias bounds; raises `LimitError` or `yaml.YAMLError`."""
-    return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+    """`yaml.safe_load` with the depth and alias bounds; raises `LimitError` or `yaml.YAMLError` only."""
+    return _guarded(lambda: yaml.load(text, Loader=_BoundedLoader))  # noqa: S506 - a SafeLoader subclass
 
 
 def safe_load_all(text: str | bytes) -> list[Any]:
     """`yaml.safe_load_all` with the depth and alias bounds, as a list."""
-    return list(yaml.load_all(text, Loader=_BoundedLoader))  # noqa: S506 - a SafeLoader subclass
+    return _guarded(lambda: list(yaml.load_all(text, Loader=_BoundedLoader)))  # noqa: S506 - a SafeLoader subclass
+
+
+def _guarded(load: Any) -> Any:
+    """PyYAML's constructors let some values escape as bare exceptions (`!!timestamp 2001-13-45` is a ValueError,
+    a huge `!!float` an OverflowError): they become `yaml.YAMLError`, which every caller already handles."""
+    try:
+        return load()
+    except (yaml.YAMLError, LimitError):
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:
+        raise yaml.constructor.ConstructorError(None, None, f"cannot construct a value: {e}") from None

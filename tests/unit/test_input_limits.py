@@ -158,3 +158,12 @@ def test_stored_object_too_deep_for_lists_is_not_served_after_a_restart(tmp_path
         assert [i["metadata"]["name"] for i in listed["items"]] == []
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("text", ["a: !!timestamp 2001-13-45", "a: !!int 0x", "!!python/object:os.system [ls]"],
+                         ids=["bad-timestamp", "bad-int", "python-tag"])
+def test_yaml_construction_errors_are_yaml_errors(text: str) -> None:
+    import yaml
+
+    with pytest.raises(yaml.YAMLError):
+        limits.safe_load(text)
