@@ -1043,6 +1043,7 @@ class Store:
                                         ", ".join(f'unknown field "{u}"' for u in unknown))
             if unknown and req.field_validation == "Warn":
                 req.warnings.extend(f'unknown field "{u}"' for u in unknown)
+            found.drop_unknown()  # never stored, as in kube: a later Strict apply must not trip over them
         causes = wiretypes.meta_problems(obj, pod=rt.group == "" and rt.plural == "pods")
         if causes:
             raise invalid(rt, _meta(obj).get("name", ""), [("FieldValueInvalid", fld, body) for fld, body in causes])

@@ -42,6 +42,12 @@ class DecodeProblems:
 
     type_errors: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    unknown_at: list[tuple[dict[str, Any], str]] = field(default_factory=list, repr=False)
+
+    def drop_unknown(self) -> None:
+        """Remove the unknown fields from the object walked, as kube's typed decoder drops them."""
+        for parent, key in self.unknown_at:
+            parent.pop(key, None)
 
 
 @functools.cache
@@ -134,6 +140,7 @@ def decode_problems(model: Any, obj: Any) -> DecodeProblems:
                 child = f"{path}.{key}" if path else str(key)
                 if key not in known:
                     out.unknown.append(child)
+                    out.unknown_at.append((value, key))
                 else:
                     stack.append((child, item, known[key], str(key)))
     out.type_errors.sort()
