@@ -48,11 +48,11 @@ class _Deadlines:
         self._deadline: asyncio.TimerHandle | None = None
         self._seen_cycle: Any = None
         self._head_bytes = 0
-        self._arm(self.limits.header_timeout)
+        self._arm(self.limits.header_timeout, "headers")
 
-    def _arm(self, seconds: float) -> None:
+    def _arm(self, seconds: float, phase: str) -> None:
         self._disarm()
-        self._deadline = self.loop.call_later(seconds, self._expire, _TIMEOUT)
+        self._deadline = self.loop.call_later(seconds, self._expire, phase)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -63,33 +63,35 @@ class _Deadlines:
         cycle = self.cycle
         return cycle is None or cycle is self._seen_cycle and cycle.response_complete
 
-    def _expire(self, answer: bytes) -> None:
+    def _expire(self, phase: str) -> None:
         self._deadline = None
         transport = self.transport
         if transport is None or transport.is_closing():
             return
         cycle = self.cycle
-        if not self._waiting_for_headers() and (cycle.response_started or not cycle.more_body):
-            return  # the request was read in time; the app is answering
-        transport.write(answer)
+        if phase == "headers" and not self._waiting_for_headers():
+            return  # the headers came in time
+        if phase == "body" and (cycle is None or cycle.response_started or not cycle.more_body):
+            return  # the body came in time, or the app answered without it (a 413, say)
+        transport.write(_TOO_LARGE if phase == "head-size" else _TIMEOUT)
         transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._waiting_for_headers():
             if self._deadline is None:  # a new request on a kept-alive connection
                 self._head_bytes = 0
-                self._arm(self.limits.header_timeout)
+                self._arm(self.limits.header_timeout, "headers")
             self._head_bytes += len(data)
             if self._head_bytes > self.limits.max_header_bytes:
                 self._disarm()
-                self._expire(_TOO_LARGE)
+                self._expire("head-size")
                 return
         super().data_received(data)  # type: ignore[misc]
         cycle = self.cycle
         if cycle is not None and cycle is not self._seen_cycle:  # the headers just completed
             self._seen_cycle = cycle
             if cycle.more_body:
-                self._arm(self.limits.body_timeout)
+                self._arm(self.limits.body_timeout, "body")
             else:
                 self._disarm()
         elif cycle is not None and not cycle.more_body and not self._waiting_for_headers():

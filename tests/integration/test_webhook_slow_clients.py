@@ -28,7 +28,7 @@ def server(tmp_path: Path) -> Iterator[tuple[WebhookServer, ssl.SSLContext]]:
     authority.write(authority.issue(ca, common_name="webhook", hosts=["localhost", "127.0.0.1"]),
                     tmp_path / "tls.crt", tmp_path / "tls.key")
     (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
-    limits = serving.Limits(header_timeout=1.0, body_timeout=0.5, max_connections=1000)
+    limits = serving.Limits(header_timeout=1.0, body_timeout=0.5, max_connections=1000, max_header_bytes=64 << 10)
     app = create_app(lookups=StaticLookups(), config=AdmissionConfig())
     srv = WebhookServer(app, host="127.0.0.1", port=0, certfile=tmp_path / "tls.crt", keyfile=tmp_path / "tls.key",
                         reload_interval=None, graceful_timeout=1, limits=limits).start()
@@ -74,3 +74,32 @@ def test_stalled_body_gets_a_408(server: Any) -> None:
     answer = s.recv(4096)
     s.close()
     assert answer.startswith(b"HTTP/1.1 408")
+
+
+def test_oversized_request_head_gets_a_431(server: Any) -> None:
+    srv, tls = server
+    s = _connect(srv.port, tls, b"POST /jobs/validate HTTP/1.1\r\nHost: x\r\n")
+    s.settimeout(10)
+    try:
+        for _ in range(20):
+            s.sendall(b"x-filler: " + b"a" * 8190 + b"\r\n")
+    except OSError:
+        pass  # the server may close while we are still sending
+    answer = s.recv(4096)
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 431")
+
+
+def test_a_413_is_not_followed_by_a_408(server: Any) -> None:
+    srv, tls = server
+    s = _connect(srv.port, tls, b"POST /jobs/validate HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n"
+                                b"content-type: application/json\r\n\r\n" + b"x" * 100)
+    s.settimeout(3)
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except (TimeoutError, OSError):
+        pass
+    s.close()
+    assert data.startswith(b"HTTP/1.1 4") and b"HTTP/1.1 408" not in data, data[:200]
