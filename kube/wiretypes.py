@@ -83,6 +83,7 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
+@functools.cache
 def _resolve(name: str) -> Any:
     from kubernetes.client import models
 
@@ -92,23 +93,25 @@ def _resolve(name: str) -> Any:
 def decode_problems(model: Any, obj: Any) -> DecodeProblems:
     """Walk `obj` against `model`; iterative, so depth is bounded only by the caller's depth limit."""
     out = DecodeProblems()
-    stack: list[tuple[str, Any, str, str]] = [("", obj, model.__name__, "")]
+    # paths are built only for what is reported: (parent, segment) chains, rendered by _path
+    stack: list[tuple[Any, Any, str, str]] = [(None, obj, model.__name__, "")]
     while stack:
-        path, value, kind, name = stack.pop()
+        node, value, kind, name = stack.pop()
         if value is None or kind == "object":
             continue
+        path: Any = _Path(node)
         if kind.startswith("List["):
             if not isinstance(value, list):
                 out.type_errors.append(_mismatch(path, value, kind))
                 continue
             inner = kind[5:-1]
-            stack.extend((f"{path}[{i}]", item, inner, name) for i, item in enumerate(value))
+            stack.extend(((node, i), item, inner, name) for i, item in enumerate(value))
         elif kind.startswith("Dict["):
             if not isinstance(value, dict):
                 out.type_errors.append(_mismatch(path, value, kind))
                 continue
             inner = kind[kind.index(",") + 1:-1].strip()
-            stack.extend((f"{path}[{k}]", item, inner, name if name in _QUANTITY_MAPS else "")
+            stack.extend(((node, (k,)), item, inner, name if name in _QUANTITY_MAPS else "")
                          for k, item in value.items())
         elif kind in ("str", "datetime", "date", "bytes"):
             quantity_ok = name in _QUANTITY_MAPS or name in _QUANTITY_FIELDS
@@ -137,18 +140,42 @@ def decode_problems(model: Any, obj: Any) -> DecodeProblems:
                 continue
             known = _fields(sub)
             for key, item in value.items():
-                child = f"{path}.{key}" if path else str(key)
                 if key not in known:
-                    out.unknown.append(child)
+                    out.unknown.append(str(_Path((node, str(key)))))
                     out.unknown_at.append((value, key))
                 else:
-                    stack.append((child, item, known[key], str(key)))
+                    stack.append(((node, str(key)), item, known[key], str(key)))
     out.type_errors.sort()
     out.unknown.sort()
     return out
 
 
-def _mismatch(path: str, value: Any, wanted: str) -> str:
+class _Path:
+    """A field path rendered on demand: `spec.containers[0].resources.requests[cpu]`."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    def __str__(self) -> str:
+        parts: list[str] = []
+        node = self.node
+        while node is not None:
+            node, segment = node
+            if isinstance(segment, int):
+                parts.append(f"[{segment}]")
+            elif isinstance(segment, tuple):
+                parts.append(f"[{segment[0]}]")
+            else:
+                parts.append(f".{segment}")
+        return "".join(reversed(parts)).lstrip(".")
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def _mismatch(path: Any, value: Any, wanted: str) -> str:
     wanted = {"Dict": "object", "List": "array"}.get(wanted.split("[")[0], wanted)
     return f"{path}: cannot unmarshal {_json_type(value)} into a field of type {wanted}"
 
