@@ -16,7 +16,7 @@ import yaml
 
 from lahar.certs import authority
 
-__all__ = ["CONTEXT", "DataDir", "ensure_pki", "ensure_token", "kubeconfig_dict", "write_kubeconfig"]
+__all__ = ["CONTEXT", "DataDir", "ensure_pki", "ensure_token", "kubeconfig_dict", "secure", "write_kubeconfig"]
 
 CONTEXT = "lahar"
 USER = "lahar-admin"
@@ -64,8 +64,25 @@ class DataDir:
         return self.root / "state.db"
 
     def create(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Make the directory (owner-only) and tighten what an older version left readable."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.pki.mkdir(mode=0o700, exist_ok=True)
+        secure(self.root)
+
+
+DIR_MODE, FILE_MODE = 0o700, 0o600
+
+
+def secure(root: Path) -> None:
+    """Owner-only modes under a data directory: every folder 0700, every file 0600 (state.db and its -wal and
+    -shm, keys, token, kubeconfig). Called on create and on every reopen, so modes an older version or a
+    permissive umask left behind are repaired; symlinks are not followed."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = DIR_MODE if path.is_dir() else FILE_MODE
+        if path.stat().st_mode & 0o777 != mode:
+            os.chmod(path, mode)
 
 
 def _hosts_of(cert_pem: bytes) -> set[str]:
@@ -88,12 +105,14 @@ def ensure_pki(data: DataDir, *, hosts: list[str] | tuple[str, ...] = ("localhos
     else:
         ca = authority.new_ca("lahar-devcluster-ca")
         authority.write(ca, data.ca_cert, data.ca_key)
+        secure(data.root)
     wanted = list(dict.fromkeys(["localhost", "127.0.0.1", *hosts]))
     if (data.serving_cert.is_file() and data.serving_key.is_file()
             and set(wanted) <= _hosts_of(data.serving_cert.read_bytes())):
         return
     serving = authority.issue(ca, common_name="lahar-apiserver", hosts=wanted, days=3650)
     authority.write(serving, data.serving_cert, data.serving_key)
+    secure(data.root)
 
 
 def ensure_token(data: DataDir) -> str:

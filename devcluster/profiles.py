@@ -17,6 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from lahar.kube import limits
+
 __all__ = [
     "CPU",
     "GPUs",
@@ -161,7 +163,7 @@ def load(name_or_path: str | Path) -> Profile:
                                "or give a path to a YAML file")
         text = resource.read_text()
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = limits.safe_load(text)
+    except (yaml.YAMLError, limits.LimitError) as exc:
         raise ProfileError(f"{source}: not valid YAML: {exc}") from None
     return parse(data, source=source)

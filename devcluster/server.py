@@ -28,8 +28,9 @@ import orjson
 import uvicorn
 import yaml
 
+from lahar.certs import serving
 from lahar.devcluster import config, discovery, openapi, podlogs, protobuf, tables
-from lahar.kube import errors
+from lahar.kube import errors, limits
 from lahar.kube.resources import Registry, ResourceType, core
 
 __all__ = ["ApiServer", "DevCluster", "ResourcePath", "parse_resource_path"]
@@ -106,6 +107,38 @@ def _accept_as(accept: str) -> str | None:
     return None
 
 
+INT32_MAX = 2**31 - 1
+
+
+def scale_replicas(patch: Any) -> Any:
+    """`spec.replicas` out of a Scale patch (merge: an object; JSON patch: a list of operations); a patch of
+    any other shape is a 400 naming what it must be."""
+    if isinstance(patch, dict):
+        spec = patch.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            raise errors.BadRequest("spec: Invalid value: must be an object")
+        return (spec or {}).get("replicas")
+    if isinstance(patch, list):
+        for index, op in enumerate(patch):
+            if not isinstance(op, dict):
+                raise errors.BadRequest(f"patch[{index}]: Invalid value: a JSON patch operation must be an object")
+        return next((op.get("value") for op in patch if op.get("path") == "/spec/replicas"), None)
+    raise errors.BadRequest("the patch must be a JSON object or a JSON patch array")
+
+
+def _unsigned(value: str) -> bool:
+    return value.isascii() and value.isdigit()
+
+
+def check_list_options(limit: str | None, resource_version: str | None) -> None:
+    """kube's ListOptions decoding: `limit` and `resourceVersion` are unsigned integers (400 naming the field)."""
+    if limit not in (None, "") and not _unsigned(limit):
+        raise errors.BadRequest(f"limit: Invalid value: {limit!r}: must be a non-negative integer")
+    if resource_version not in (None, "") and not _unsigned(resource_version):
+        raise errors.BadRequest(f"resourceVersion: Invalid value: {resource_version!r}: must be a non-negative "
+                                f"integer")
+
+
 def _bool(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1", "yes")
 
@@ -138,16 +171,47 @@ class _Reply(Exception):
         self.status, self.body, self.content_type = status, body, content_type
 
 
-async def _read_body(receive: Receive) -> bytes:
+def _too_large(limit: int) -> errors.ApiError:
+    return errors.ApiError(f"Request entity too large: limit is {limit}", code=413, reason="RequestEntityTooLarge")
+
+
+async def _read_body(receive: Receive, limit: int = limits.MAX_BODY_BYTES) -> bytes:
+    """The request body, refused with 413 as soon as it grows past `limit` bytes (kube-apiserver's 3 MiB)."""
     chunks = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
         if not message.get("more_body"):
             break
     return b"".join(chunks)
+
+
+def _decode_json(body: bytes, what: str) -> Any:
+    """JSON with the shared depth bound; every failure is a 400 naming `what`."""
+    try:
+        value = orjson.loads(body)
+        limits.check_depth(value, what=what)
+    except orjson.JSONDecodeError as e:
+        raise errors.BadRequest(f"error decoding {what}: {e}") from None
+    except limits.LimitError as e:
+        raise errors.BadRequest(f"error decoding {what}: {e}") from None
+    return value
+
+
+def _decode_yaml(body: bytes, what: str) -> Any:
+    try:
+        return limits.safe_load(body)
+    except limits.LimitError as e:
+        raise errors.BadRequest(f"error decoding {what}: {e}") from None
+    except yaml.YAMLError as e:
+        raise errors.BadRequest(f"error decoding {what}: yaml: {e}") from None
 
 
 async def _respond(send: Send, status: int, body: bytes, *, content_type: bytes = b"application/json",
@@ -228,6 +292,9 @@ class ApiServer:
         parts = [p for p in path.split("/") if p]
         query = _Query(scope.get("query_string") or b"")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        declared = headers.get("content-length", "").strip()
+        if declared.isdigit() and int(declared) > limits.MAX_BODY_BYTES:
+            raise _too_large(limits.MAX_BODY_BYTES)
         if not parts:
             raise _Reply(200, _dumps({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3",
                                                 "/readyz", "/version"]}))
@@ -334,6 +401,8 @@ class ApiServer:
                         warnings: list[str]) -> None:
         ns, name, sub = target.namespace, target.name, target.subresource
         accept = headers.get("accept", "")
+        if method == "GET":
+            check_list_options(query.get("limit"), query.get("resourceVersion"))
         if method == "GET" and (target.watch or _bool(query.get("watch"))):
             await self._watch(rt, target, query, accept, scope, receive, send)
             return
@@ -416,9 +485,9 @@ class ApiServer:
         content_type = headers.get("content-type", "application/json").split(";")[0].strip()
         try:
             if content_type in ("application/yaml", "application/x-yaml"):
-                obj = yaml.safe_load(body)
+                obj = _decode_yaml(body, "the body")
             elif content_type in ("application/json", "*/*", ""):
-                obj = orjson.loads(body) if body.strip() else None
+                obj = _decode_json(body, "the body") if body.strip() else None
             elif content_type == "application/vnd.kubernetes.protobuf":
                 obj = protobuf.decode(body)
             else:
@@ -469,11 +538,9 @@ class ApiServer:
         elif body.strip():
             try:
                 options = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                try:
-                    options = yaml.safe_load(body) or {}
-                except yaml.YAMLError as e:
-                    raise errors.BadRequest(f"invalid DeleteOptions: {e}") from None
+                limits.check_depth(options, what="DeleteOptions")
+            except (orjson.JSONDecodeError, limits.LimitError):
+                options = _decode_yaml(body, "DeleteOptions") or {}
             if not isinstance(options, dict):
                 raise errors.BadRequest("DeleteOptions must be an object")
         policy = query.get("propagationPolicy") or options.get("propagationPolicy")
@@ -531,14 +598,13 @@ class ApiServer:
         if method == "PUT":
             replicas = (self._decode(body, headers).get("spec") or {}).get("replicas")
         elif method == "PATCH":
-            patch = orjson.loads(body)
-            replicas = (patch.get("spec") or {}).get("replicas") if isinstance(patch, dict) else None
-            if isinstance(patch, list):
-                replicas = next((op.get("value") for op in patch if op.get("path") == "/spec/replicas"), None)
+            replicas = scale_replicas(_decode_json(body, "patch"))
         else:
             raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
-        if not isinstance(replicas, int):
-            raise errors.BadRequest("spec.replicas must be an integer")
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            raise errors.BadRequest(f"spec.replicas: Invalid value: {replicas!r}: must be an integer")
+        if not 0 <= replicas <= INT32_MAX:
+            raise errors.BadRequest(f"spec.replicas: Invalid value: {replicas}: must be between 0 and {INT32_MAX}")
         req = self._request(query, warnings, headers=headers)
         patched = await self._call(self.store.patch, rt, ns, name, {"spec": {"replicas": replicas}},
                                    patch_type="merge", req=req)
@@ -621,14 +687,8 @@ _BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "events.k8s.io", "sc
 def _decode_patch(body: bytes, patch_type: str) -> Any:
     """A PATCH body: JSON, or for server-side apply YAML (of which JSON is a subset)."""
     if patch_type == "apply":
-        try:
-            return yaml.safe_load(body)
-        except yaml.YAMLError as e:
-            raise errors.BadRequest(f"error decoding YAML: {e}") from None
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        raise errors.BadRequest(f"error decoding patch: {e}") from None
+        return _decode_yaml(body, "apply configuration")
+    return _decode_json(body, "patch")
 
 
 def _partial(obj: Obj) -> Obj:
@@ -765,8 +825,9 @@ class DevCluster:
     def __init__(self, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0, *,
                  store: Any = None, registry: Registry | None = None, admission: bool = True,
                  bookmark_interval: float = 5.0, tick_interval: float = 0.25,
-                 extra_hosts: tuple[str, ...] = ()) -> None:
+                 extra_hosts: tuple[str, ...] = (), limits: serving.Limits = serving.DEFAULT_LIMITS) -> None:
         self.data = config.DataDir(data_dir)
+        self.limits = limits
         self.host = host
         self.port = port
         self.registry = registry if registry is not None else getattr(store, "registry", None) or Registry.of(core())
@@ -821,6 +882,7 @@ class DevCluster:
         config.ensure_pki(self.data, hosts=["localhost", "127.0.0.1", self.host, *self.extra_hosts])
         self.token = config.ensure_token(self.data)
         self._open_store()
+        config.secure(self.data.root)
         self._socket = _free_socket(self.host, self.port)
         self.port = self._socket.getsockname()[1]
         self.app = ApiServer(self.store, self.registry, token=self.token, bookmark_interval=self.bookmark_interval,
@@ -828,7 +890,8 @@ class DevCluster:
         config.write_kubeconfig(self.data, server=self.url, token=self.token)
         uv_config = uvicorn.Config(self.app, ssl_certfile=str(self.data.serving_cert),
                                    ssl_keyfile=str(self.data.serving_key), log_level="warning", lifespan="off",
-                                   log_config=None, access_log=False, timeout_graceful_shutdown=2, timeout_keep_alive=30)
+                                   log_config=None, access_log=False, timeout_graceful_shutdown=2, timeout_keep_alive=30,
+                                   **serving.uvicorn_options("httptools", self.limits))
         return uvicorn.Server(uv_config)
 
     def start(self) -> DevCluster:

@@ -7,6 +7,7 @@ only makes those writes durable and hands them back (objects + recent event log)
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -33,13 +34,25 @@ class SQLiteBackend:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            db = Path(self.path)
+            db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # created owner-only before SQLite opens it: SQLite gives -wal and -shm the mode of the database
+            os.close(os.open(db, os.O_RDWR | os.O_CREAT, 0o600))
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._closed = False
+        self._owner_only()
+
+    def _owner_only(self) -> None:
+        """state.db, -wal and -shm at 0600, also when an older version made them 0644."""
+        if self.path == ":memory:":
+            return
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(self.path + suffix, 0o600)
 
     def load(self) -> tuple[int, dict[str, Obj], list[tuple[int, str, str, Obj]]]:
         """(current rv, key → object, event log in rv order)."""

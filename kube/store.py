@@ -11,6 +11,7 @@ import bisect
 import contextlib
 import functools
 import gc
+import logging
 import re
 import secrets
 import threading
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from lahar.kube import apply, errors, fieldtypes, ownership, patches, resources, selectors
+from lahar.kube import apply, errors, fieldtypes, limits, ownership, patches, resources, selectors, wiretypes
 from lahar.kube import schemas as _schemas
 from lahar.kube.client import Obj, WatchEvent
 from lahar.kube.resources import Registry, ResourceType
@@ -38,6 +39,8 @@ __all__ = [
     "StoreWatch",
     "object_key",
 ]
+
+_log = logging.getLogger(__name__)
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -195,6 +198,15 @@ def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str, str]]) -> 
 
 def _rfc3339(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _check_storable(rt: ResourceType, obj: Obj) -> None:
+    """Refuse (400) an object nested deeper than `limits.MAX_DEPTH` -- whether it came so from the client or grew
+    so through a patch or a mutating webhook -- so that nothing stored is unserialisable in a LIST or a watch."""
+    try:
+        limits.check_depth(obj, what=f"the {rt.kind} object")
+    except limits.LimitError as e:
+        raise errors.BadRequest(str(e)) from None
 
 
 def _status_success(code: int = 201) -> Obj:
@@ -657,13 +669,17 @@ class Store:
         self._rv = int(rv)
         crds = []
         for key, obj in objects.items():
+            if limits.depth(obj) > limits.MAX_DEPTH:  # stored before the depth rule: it would break LIST and watch
+                _log.warning("not serving %s: it nests deeper than %d levels", key, limits.MAX_DEPTH)
+                continue
             self._index(key, obj, None)
             gp, _, _ = _split_key(key)
             if gp == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 crds.append(obj)
         for crd in crds:
             self._register_crd(crd)
-        events = sorted(events, key=lambda e: e[0])[-self.history_size:]
+        events = [e for e in sorted(events, key=lambda e: e[0])[-self.history_size:]
+                  if limits.depth(e[3]) <= limits.MAX_DEPTH]
         last: dict[str, Obj] = {}
         for erv, etype, key, obj in events:
             self._history.append(_Change(int(erv), etype, key, obj, last.get(key)))
@@ -928,10 +944,10 @@ class Store:
         gp = (rt.group, rt.plural)
         start: int | None = None
         if resource_version not in (None, "", "0"):
-            try:
-                start = int(str(resource_version))
-            except ValueError:
-                raise errors.BadRequest(f"invalid resource version: {resource_version!r}") from None
+            text = str(resource_version)
+            if not (text.isascii() and text.isdigit()):  # kube parses it as an unsigned integer: "-1" and "abc" are both refused
+                raise errors.BadRequest(f"invalid resource version: {resource_version!r}")
+            start = int(text)
         with self._lock:
             if start is None:
                 objs = self._by_type.get(gp, {})
@@ -984,7 +1000,9 @@ class Store:
         return self._schemas.get((rt.group, rt.version, rt.plural))
 
     def _decode(self, rt: ResourceType, obj: Obj, req: Request) -> Obj:
-        """Strict-field check, pruning and defaulting for custom resources; kube's defaults for pods."""
+        """Strict-field check, pruning and defaulting for custom resources; kube's typed decoding (JSON types,
+        int32 ranges, unknown fields), metadata checks and defaults for built-in kinds."""
+        self._check_decoded(rt, obj, req)
         if rt.group == "" and rt.plural == "pods":
             _default_pod(obj)
             return obj
@@ -1008,6 +1026,28 @@ class Store:
         obj = _schemas.apply_defaults(schema, obj)
         obj.update(keep)
         return obj
+
+    @staticmethod
+    def _check_decoded(rt: ResourceType, obj: Obj, req: Request) -> None:
+        """What kube-apiserver's decoder refuses before any webhook sees the object: a JSON type that does not fit
+        the field (400), unknown fields under fieldValidation=Strict (400, or warnings under Warn), then invalid
+        label keys and values and unparsable pod quantities (422)."""
+        model = wiretypes.model_for(rt.group, rt.version, rt.kind)
+        if model is not None:
+            found = wiretypes.decode_problems(model, obj)
+            prefix = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+            if found.type_errors:
+                raise errors.BadRequest(prefix + "; ".join(found.type_errors))
+            unknown = [u for u in found.unknown if not u.startswith("metadata.managedFields")]
+            if unknown and req.field_validation == "Strict":
+                raise errors.BadRequest(prefix + "strict decoding error: " +
+                                        ", ".join(f'unknown field "{u}"' for u in unknown))
+            if unknown and req.field_validation == "Warn":
+                req.warnings.extend(f'unknown field "{u}"' for u in unknown)
+            found.drop_unknown()  # never stored, as in kube: a later Strict apply must not trip over them
+        causes = wiretypes.meta_problems(obj, pod=rt.group == "" and rt.plural == "pods")
+        if causes:
+            raise invalid(rt, _meta(obj).get("name", ""), [("FieldValueInvalid", fld, body) for fld, body in causes])
 
     def _schema_validate(self, rt: ResourceType, obj: Obj) -> None:
         schema = self._schema(rt)
@@ -1107,6 +1147,7 @@ class Store:
             self._validate_crd(rt, obj)
         self._schema_validate(rt, obj)
         self._admit_validate("CREATE", rt, None, ns, meta["name"], obj, None, req)
+        _check_storable(rt, obj)
         with self._txn():
             if ns is not None:
                 self._check_namespace_open(ns)
@@ -1169,6 +1210,9 @@ class Store:
         bmeta["name"] = name
         self._resolve_namespace(rt, namespace, bmeta)
         want_rv = bmeta.get("resourceVersion") or None
+        if want_rv is not None and not (isinstance(want_rv, str) and want_rv.isascii() and want_rv.isdigit()):
+            raise errors.BadRequest(f"metadata.resourceVersion: Invalid value: {want_rv!r}: must be a "
+                                    f"non-negative integer")
 
         def make(cur: Obj) -> Obj:
             if want_rv is not None and want_rv != cur["metadata"].get("resourceVersion"):
@@ -1289,6 +1333,7 @@ class Store:
             self._validate_update(rt, cur, new)
             self._schema_validate(rt, new)
             self._admit_validate("UPDATE", rt, subresource, ns, name, new, old_out, req)
+            _check_storable(rt, new)
             with self._txn():
                 key, now = self._find(rt, ns, name)
                 if now is None:

@@ -27,7 +27,7 @@ import orjson
 import yaml
 from pydantic import ValidationError
 
-from lahar.kube import informers
+from lahar.kube import informers, limits
 from lahar.kube.client import ClusterClient
 from lahar.policies import events, metrics
 from lahar.policies.admission import AdmissionConfig
@@ -89,10 +89,10 @@ def yaml_key(cm: Mapping[str, Any], key: str, *, all_documents: bool = False) ->
     if key not in data:
         raise ConfigError([(where, "required key is missing")], source=f"ConfigMap {key_of(cm)}")
     try:
-        if all_documents:
-            return list(yaml.safe_load_all(data[key] or ""))
-        return yaml.safe_load(data[key] or "")
-    except yaml.YAMLError as e:
+        if all_documents:  # bounded: an alias bomb in a ConfigMap must not take the webhook's memory
+            return limits.safe_load_all(data[key] or "")
+        return limits.safe_load(data[key] or "")
+    except (yaml.YAMLError, limits.LimitError) as e:
         raise ConfigError([(where, f"not valid YAML: {' '.join(str(e).split())}")],
                           source=f"ConfigMap {key_of(cm)}") from None
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import yaml
 
+from lahar.kube import limits, wiretypes
 from lahar.kube.models import labels
 from lahar.policies.admission import AdmissionConfig, ResourceGroup
 from lahar.webhooks import devices
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict
 
-__all__ = ["matching_resource_group", "mutate", "validate"]
+__all__ = ["kube_errors", "matching_resource_group", "mutate", "validate"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 JDB_KEYS = (labels.JDB_MIN_AVAILABLE_KEY, labels.JDB_MAX_UNAVAILABLE_KEY)
@@ -53,8 +54,8 @@ def _group_annotations(group: ResourceGroup) -> dict[str, str]:
     out: dict[str, str] = {}
     for raw in group.object.value:
         try:
-            parsed = yaml.safe_load(raw)
-        except yaml.YAMLError:
+            parsed = limits.safe_load(raw)
+        except (yaml.YAMLError, limits.LimitError):
             continue
         if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
             continue
@@ -197,11 +198,32 @@ def _volcano_error(pod: Mapping[str, Any], namespace: str, lookups: Lookups) -> 
     return _annotation_error(annotations)
 
 
+def kube_errors(pod: Mapping[str, Any]) -> str:
+    """What kube-apiserver refuses in a pod before any validating webhook runs (JSON types and int32 ranges from
+    the official client's models, label keys and values, unparsable quantities such as `cpu: "lots"`), in its
+    `Pod "<name>" is invalid: <field>: <detail>` form; "" when none. A webhook called by a server that skipped
+    those checks (a test cluster, `lahar admit`) still refuses what kube would."""
+    meta = pod.get("metadata")
+    name = str((meta.get("name") or meta.get("generateName") or "") if isinstance(meta, Mapping) else "")
+    model = wiretypes.model_for("", "v1", "Pod")
+    problems = wiretypes.decode_problems(model, dict(pod)).type_errors if model is not None else []
+    if not problems:
+        problems = [f"{fld}: {detail}" for fld, detail in wiretypes.meta_problems(dict(pod), pod=True)]
+    if not problems:
+        return ""
+    return f'Pod "{name}" is invalid: ' + (problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]")
+
+
 def validate(req: Request, lookups: Lookups, config: AdmissionConfig) -> Verdict:
-    """CREATE, pods of lahar's schedulers only: Volcano's PodGroup/queue/JDB checks, then the device checks."""
+    """CREATE: kube-apiserver's own pod checks (`kube_errors`) for every pod; then, for pods of lahar's
+    schedulers only, Volcano's PodGroup/queue/JDB checks and the device checks."""
     if req.operation != "CREATE":
         return Verdict.deny("expect operation to be 'CREATE'")
     pod = req.object or {}
+    if not isinstance(pod, Mapping):
+        return Verdict.deny("the pod must be an object")
+    if err := kube_errors(pod):
+        return Verdict.deny(err)
     if _scheduler(pod) not in config.scheduler_names:
         return Verdict.allow()
     namespace = str(_meta(pod).get("namespace") or req.namespace)

@@ -22,7 +22,7 @@ from typing import Any
 
 import uvicorn
 
-from lahar.certs import rotation
+from lahar.certs import rotation, serving
 
 __all__ = ["WebhookServer", "serve"]
 
@@ -39,9 +39,11 @@ class WebhookServer:
     def __init__(self, app: Any, *, host: str = "0.0.0.0", port: int = 8443,
                  certfile: str | os.PathLike[str], keyfile: str | os.PathLike[str], http: str = "httptools",
                  loop: str = "auto", log_level: str = "warning", reload_interval: float | None = 1.0,
-                 backlog: int = 2048, graceful_timeout: float = 10.0) -> None:
+                 backlog: int = 2048, graceful_timeout: float = 10.0,
+                 limits: serving.Limits = serving.DEFAULT_LIMITS) -> None:
         self.config = uvicorn.Config(
-            app, host=host, port=port, ssl_certfile=str(certfile), ssl_keyfile=str(keyfile), http=http, loop=loop,
+            app, host=host, port=port, ssl_certfile=str(certfile), ssl_keyfile=str(keyfile), loop=loop,
+            **serving.uvicorn_options(http, limits),  # header/body deadlines and a connection limit: slow clients
             log_level=log_level, log_config=None, access_log=False, server_header=False, date_header=False, lifespan="off",
             proxy_headers=False,   # the API server calls the webhook directly: no X-Forwarded-* to trust or parse
             backlog=backlog, timeout_graceful_shutdown=graceful_timeout,

@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lahar.kube import limits
+
 __all__ = [
     "DEFAULT_CONF",
     "SWITCHES",
@@ -137,8 +139,8 @@ def _plugin(raw: Any, where: str) -> dict[str, Any]:
 def load(text: str, *, actions: Iterable[str] | None = None, plugins: Iterable[str] | None = None) -> SchedulerConf:
     """Parse the YAML; with `actions` / `plugins` (a registry's names), reject names it does not know."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
+        raw = limits.safe_load(text)  # bounded: the conf comes from a ConfigMap anyone with edit rights can write
+    except (yaml.YAMLError, limits.LimitError) as e:
         raise ConfError(f"invalid YAML: {e}") from e
     if not isinstance(raw, Mapping):
         raise ConfError("the scheduler configuration must be a mapping")

@@ -1244,7 +1244,6 @@ def test_body_kind_must_match_the_endpoint(backend: Backend, ns: str) -> None:
         backend.client.create(CM, body, namespace=ns)
 
 
-@pytest.mark.xfail(reason=f"{_ENGINE_GAP}: unknown fields of built-in kinds are stored, not dropped")
 def test_unknown_fields_on_built_ins_are_dropped(backend: Backend, ns: str) -> None:
     body = cm("a", data={"k": "v"})
     body["bogus"] = {"x": 1}

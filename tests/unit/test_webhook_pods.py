@@ -223,3 +223,33 @@ def test_matching_resource_group_first_wins() -> None:
     p = pod(ns="mng-ns-1", annotations={"volcano.sh/resource-group": "cpu"})
     group = pods.matching_resource_group(p, "mng-ns-1", GROUPS_CFG)
     assert group is not None and group.resource_group == "management"
+
+
+# --- kube-apiserver's own pod checks, refused by /pods/validate too (hardening issue, item 8) ---------------------
+
+_QTY_RE = "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+KUBE_CASES = [
+    ("cpu-lots", pod(resources={"requests": {"cpu": "lots"}}),
+     'Pod "p" is invalid: spec.containers[0].resources.requests[cpu]: Invalid value: "lots": quantities must match '
+     f"the regular expression {_QTY_RE}"),
+    ("containers-string", {**pod(), "spec": {"schedulerName": "volcano", "containers": "x"}},
+     'Pod "p" is invalid: spec.containers: cannot unmarshal string into a field of type array'),
+    ("label-key", {**pod(), "metadata": {"name": "p", "labels": {"bad key": "v"}}},
+     'Pod "p" is invalid: metadata.labels: Invalid value: "bad key": name part must consist of alphanumeric '
+     "characters, '-', '_' or '.', and must start and end with an alphanumeric character (regex used for "
+     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+    ("label-int", {**pod(), "metadata": {"name": "p", "labels": {"k": 1}}},
+     'Pod "p" is invalid: metadata.labels[k]: cannot unmarshal number into a field of type string'),
+    ("annotation-list", pod(annotations={"k": ["v"]}),
+     'Pod "p" is invalid: metadata.annotations[k]: cannot unmarshal array into a field of type string'),
+    ("other-scheduler-too", pod(scheduler="default-scheduler", resources={"limits": {"cpu": "lots"}}),
+     'Pod "p" is invalid: spec.containers[0].resources.limits[cpu]: Invalid value: "lots": quantities must match '
+     f"the regular expression {_QTY_RE}"),
+    ("numbers-are-quantities", pod(resources={"requests": {"cpu": 2, "memory": "1Gi"}}), None),
+]
+
+
+@pytest.mark.parametrize(("p", "message"), [c[1:] for c in KUBE_CASES], ids=[c[0] for c in KUBE_CASES])
+def test_validate_refuses_what_kube_apiserver_refuses(p: dict, message: str | None) -> None:
+    verdict = pods.validate(create(p), StaticLookups(), CFG)
+    assert (verdict.allowed, verdict.message or None) == (message is None, message)
