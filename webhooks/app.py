@@ -30,7 +30,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lahar.policies import metrics as policy_metrics
-from lahar.webhooks import policystage, review
+from lahar.webhooks import policystage, review, watchdog
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.metrics import CONTENT_TYPE, Metrics
 from lahar.webhooks.routes import Route, admit, default_routes, lahar_routes
@@ -149,7 +149,22 @@ def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | N
         if route is None:
             raise StarletteHTTPException(404)
         try:
-            parsed = review.decode(await _read_body(request))
+            body = await _read_body(request)
+        except review.ReviewError as e:
+            metrics.observe(path, "invalid", time.perf_counter() - start)
+            return _status(400, "BadRequest", str(e))
+        # from here to the answer nothing awaits: one review at a time per process, timed by the supervisor's
+        # watchdog (`webhooks.watchdog`) when `lahar webhook --workers N` runs one
+        watchdog.CLOCK.begin()
+        try:
+            return _review(admission, route, path, body, start)
+        finally:
+            watchdog.CLOCK.end()
+
+    def _review(admission: Admission, route: Route, path: str, raw: bytes, start: float) -> Response:
+        metrics = admission.metrics
+        try:
+            parsed = review.decode(raw)
         except review.ReviewError as e:
             metrics.observe(path, "invalid", time.perf_counter() - start)
             return _status(400, "BadRequest", str(e))

@@ -6,11 +6,20 @@ also watches lahar's ConfigMaps (`policies.loading.ConfigMapWatch`): `lahar-admi
 AdmissionPolicy ConfigMaps are applied to the running app as their watch events arrive (swapped atomically with
 `webhooks.app.update_admission`), a bad version keeps the last good one (Event, log line, metric), and Audit
 results leave Events (`webhooks.policystage.AuditEvents`).
+
+`--workers N` (N > 1): the port is bound once and N spawned processes serve it (`webhooks.server.serve_workers`);
+each builds its own app with `worker_app()` from `WorkerOptions` passed as JSON in `OPTIONS_ENV`, so each has its
+own informers, ConfigMap watch and certificate reloader; the supervisor kills a worker stuck in one review past
+`--review-timeout` and starts another.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +28,8 @@ import typer
 
 from lahar.commands._options import init_logging, log_format_option, log_level_option
 
-__all__ = ["LiveAdmission", "admission_config", "live_admission", "load_objects", "register"]
+__all__ = ["OPTIONS_ENV", "LiveAdmission", "WorkerOptions", "admission_config", "build_app", "live_admission",
+           "load_objects", "register", "worker_app"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +124,69 @@ def _static_policies(paths: list[Path]) -> list[Any]:
     return _load_policies(paths)
 
 
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What a worker process needs to build its app (JSON in `OPTIONS_ENV`)."""
+
+    state: str | None = None
+    policies: tuple[str, ...] = ()
+    kubeconfig: str | None = None
+    config_namespace: str = "lahar-system"
+    all_namespaces: bool = False
+    sync_timeout: float = 30.0
+    log_level: str = "warning"
+    log_format: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerOptions:
+        data = json.loads(text)
+        return cls(**{**data, "policies": tuple(data.get("policies") or ())})
+
+
+OPTIONS_ENV = "LAHAR_WEBHOOK_WORKER_OPTIONS"
+DEFAULT_FACTORY = "lahar.commands.webhook:worker_app"
+
+
+def build_app(options: WorkerOptions) -> tuple[Any, Any]:
+    """The admission app for `options` and what to call to stop its watches (None for static state)."""
+    from lahar.webhooks import app as webhook_app
+    from lahar.webhooks import lookups as webhook_lookups
+
+    if options.state is not None:
+        paths = [Path(p) for p in options.policies]
+        app = webhook_app.create_app(lookups=webhook_lookups.StaticLookups(load_objects(Path(options.state))),
+                                     config=admission_config(), policies=_static_policies(paths) if paths else None)
+        return app, None
+    from lahar.kube import kubeconfig as kubeconfig_mod
+    from lahar.kube.rest import RestClient
+
+    client = RestClient(kubeconfig_mod.load(Path(options.kubeconfig) if options.kubeconfig else None))
+    try:
+        live = live_admission(client, namespace=options.config_namespace, all_namespaces=options.all_namespaces,
+                              sync_timeout=options.sync_timeout)
+    except BaseException:
+        client.close()
+        raise
+
+    def stop() -> None:
+        live.stop()
+        client.close()
+
+    return live.app, stop
+
+
+def worker_app() -> Any:
+    """The app factory each worker process of `lahar webhook --workers N` calls (options from `OPTIONS_ENV`);
+    its watches live as long as the process."""
+    options = WorkerOptions.from_json(os.environ[OPTIONS_ENV])
+    init_logging(options.log_level, options.log_format)
+    app, _stop = build_app(options)
+    return app
+
+
 def webhook(
     port: int = typer.Option(8443, help="HTTPS port (Volcano's webhook-manager uses 8443)."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default; in a pod pass "
@@ -137,34 +210,42 @@ def webhook(
                                                       "namespace's ConfigMap writers with cluster-wide rules)."),
     policies: list[Path] = typer.Option([], "--policies", help="With --state: AdmissionPolicy documents or policy "
                                                                "ConfigMaps (files or directories) to enforce."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64,
+                                help="Worker processes sharing the port; with 2 or more a supervisor replaces a "
+                                     "worker that dies or is stuck in one review past --review-timeout."),
+    review_timeout: float = typer.Option(5.0, "--review-timeout", min=0.0,
+                                         help="With --workers 2 or more: seconds one review may run before its "
+                                              "worker is killed and replaced (0: never)."),
+    app_factory: str = typer.Option(DEFAULT_FACTORY, "--app-factory", hidden=True,
+                                    help="module:function building each worker's app (tests wrap the default)."),
 ) -> None:
     """Serve lahar's admission webhooks (Volcano's paths, /healthz, /readyz, /metrics) over HTTPS."""
-    from lahar.webhooks import app as webhook_app
-    from lahar.webhooks import lookups as webhook_lookups
     from lahar.webhooks import server
 
     log_level = init_logging(log_level, log_format).lower()
-    if state is not None:
-        app = webhook_app.create_app(lookups=webhook_lookups.StaticLookups(load_objects(state)),
-                                     config=admission_config(), policies=_static_policies(policies) if policies else None)
-        server.serve(app, host=host, port=port, certfile=cert, keyfile=key, http=http, log_level=log_level)
-        return
-    if policies:
+    if policies and state is None:
         raise typer.BadParameter("only with --state; on a cluster, policies come from ConfigMaps",
                                  param_hint="--policies")
-    from lahar.kube import kubeconfig as kubeconfig_mod
-    from lahar.kube.rest import RestClient
-
-    client = RestClient(kubeconfig_mod.load(kubeconfig))
-    live = None
+    options = WorkerOptions(state=str(state) if state is not None else None, policies=tuple(map(str, policies)),
+                            kubeconfig=str(kubeconfig) if kubeconfig is not None else None,
+                            config_namespace=config_namespace, all_namespaces=all_namespaces_policies,
+                            sync_timeout=sync_timeout, log_level=log_level, log_format=log_format)
+    if workers > 1:
+        os.environ[OPTIONS_ENV] = options.to_json()       # the spawned workers inherit it
+        server.serve_workers(app_factory, workers=workers, host=host, port=port, certfile=cert, keyfile=key,
+                             review_timeout=review_timeout, http=http, log_level=log_level)
+        return
+    if app_factory != DEFAULT_FACTORY:
+        os.environ[OPTIONS_ENV] = options.to_json()
+        module, _, name = app_factory.partition(":")
+        app, stop = getattr(importlib.import_module(module), name)(), None
+    else:
+        app, stop = build_app(options)
     try:
-        live = live_admission(client, namespace=config_namespace, all_namespaces=all_namespaces_policies,
-                              sync_timeout=sync_timeout)
-        server.serve(live.app, host=host, port=port, certfile=cert, keyfile=key, http=http, log_level=log_level)
+        server.serve(app, host=host, port=port, certfile=cert, keyfile=key, http=http, log_level=log_level)
     finally:
-        if live is not None:
-            live.stop()
-        client.close()
+        if stop is not None:
+            stop()
 
 
 def register(app: typer.Typer) -> None:
