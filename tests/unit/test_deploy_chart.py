@@ -161,6 +161,11 @@ def _check_redis_secret(objs: list[dict]) -> None:
     assert base64.b64decode(secret["data"]["password"]).decode() == "0123abcd"
 
 
+def _check_webhook_workers(objs: list[dict]) -> None:
+    args = container(objs, "lahar-webhook")["args"]
+    assert args[args.index("--workers") + 1] == "4"
+
+
 def _check_defaults_have_no_monitors(objs: list[dict]) -> None:
     kinds = {o["kind"] for o in objs}
     assert not kinds & {"ServiceMonitor", "PodMonitor", "Certificate", "Issuer", "Secret"}
@@ -169,6 +174,7 @@ def _check_defaults_have_no_monitors(objs: list[dict]) -> None:
 VARIANTS: list[tuple[str, dict[str, Any], Callable[[list[dict]], None]]] = [
     ("defaults", {}, _check_defaults_have_no_monitors),
     ("replicas", {"worker": {"replicas": 6, "concurrency": 8}}, _check_replicas),
+    ("webhook-workers", {"webhook": {"workers": 4}}, _check_webhook_workers),
     ("resources", {"webhook": {"resources": {"requests": {"cpu": "300m", "memory": "256Mi"},
                                              "limits": {"cpu": "2", "memory": "1Gi"}}}}, _check_resources),
     ("external-redis", {"redis": {"internal": False, "url": "rediss://:$(REDIS_PASSWORD)@redis.example.com:6380/0",
