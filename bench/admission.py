@@ -14,6 +14,11 @@ CEL policies that all match the Job (label, GPU-sum, image-registry and replica 
 the one without, at a fixed rate (`--policy-rate`, default 250/s: one uvicorn process evaluating 20 CEL policies
 saturates below 1,000/s on 2 shared cores) on `/jobs/validate` and `/jobs/mutate`; prints both p99s, the difference,
 and the policy stage's own cost per review measured in-process. Target: the difference within 2 ms.
+
+Worker processes (`--workers N`, default 2; 0 skips): a `lahar webhook --workers N` beside the single-process one,
+both saturated in turn on `--workers-path` (default /jobs/validate, three rounds each, interleaved, so the load of a
+shared machine falls on both alike); prints each one's reviews/s and their ratio, and the watchdog's cost per review
+(the review clock's two stamps, measured in-process).
 """
 
 from __future__ import annotations
@@ -379,6 +384,59 @@ def policy_section(args: argparse.Namespace, tmp: Path, env: dict, ctx: ssl.SSLC
             proc.wait()
 
 
+# -- worker processes: lahar webhook --workers N against one process ------------------------------------------------
+
+
+def _clock_cost(rounds: int = 200_000) -> float:
+    """ns per review of the watchdog's review clock (begin + end), with a watch directory as under the supervisor."""
+    from lahar.webhooks import watchdog
+
+    with tempfile.TemporaryDirectory() as d:
+        os.environ[watchdog.WATCH_DIR_ENV] = d
+        try:
+            clock = watchdog.ReviewClock()
+            clock.begin()
+            start = time.perf_counter()
+            for _ in range(rounds):
+                clock.begin()
+                clock.end()
+            return (time.perf_counter() - start) / rounds * 1e9
+        finally:
+            del os.environ[watchdog.WATCH_DIR_ENV]
+
+
+def workers_section(args: argparse.Namespace, tmp: Path, env: dict, ctx: ssl.SSLContext, ca_path: str,
+                    single_port: int) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lahar.cli", "webhook", "--host", "127.0.0.1", "--port", str(port),
+         "--cert", str(tmp / "tls.crt"), "--key", str(tmp / "tls.key"), "--state", str(tmp / "state.yaml"),
+         "--http", args.http, "--workers", str(args.workers)], env=env, stdout=subprocess.DEVNULL)
+    try:
+        _wait_healthy(port, ctx, proc)
+        path = args.workers_path
+        print(f"\nworker processes on {path}: saturation, 3 interleaved rounds of {args.duration:.0f} s each")
+        totals = {1: [], args.workers: []}
+        for _ in range(3):
+            for n, p in ((1, single_port), (args.workers, port)):
+                r = drive(p, ca_path, path, processes=args.processes, connections=args.connections,
+                          duration=args.duration)
+                totals[n].append(r["rps"])
+                print(f"{path:<16} --workers {n:<3} {r['rps']:>10,.0f} reviews/s  p99 {r['p99']:>7.2f} ms  "
+                      f"errors {r['errors']}")
+        one, many = (sum(totals[1]) / 3, sum(totals[args.workers]) / 3)
+        print(f"{path:<16} --workers {args.workers} / --workers 1 = {many:,.0f} / {one:,.0f} reviews/s = "
+              f"{many / one:.2f}x ({os.cpu_count()} CPUs, the clients on the same machine)")
+        print(f"watchdog review clock: {_clock_cost():.0f} ns per review (two stamps into a shared page)")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 # -- main ------------------------------------------------------------------------------------------------------------
 
 
@@ -393,6 +451,9 @@ def main() -> int:
     ap.add_argument("--policies", type=int, default=20, help="AdmissionPolicies for the policy section (0 skips it)")
     ap.add_argument("--policy-rate", type=float, default=250.0, help="fixed rate of the policy section, reviews/s")
     ap.add_argument("--only-policies", action="store_true", help="run only the policy section")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes of the workers section (0 skips it)")
+    ap.add_argument("--workers-path", default="/jobs/validate", help="path of the workers section")
+    ap.add_argument("--only-workers", action="store_true", help="run only the workers section")
     ap.add_argument("--serve-bare", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--cert", help=argparse.SUPPRESS)
     ap.add_argument("--key", help=argparse.SUPPRESS)
@@ -437,7 +498,7 @@ def main() -> int:
         print(f"{'path':<16} {'server':<6} {'reviews/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7} "
               f"{'server CPU/review':>18}")
         summary = []
-        for path in ([] if args.only_policies else args.paths.split(",")):
+        for path in ([] if args.only_policies or args.only_workers else args.paths.split(",")):
             results = {}
             for name, (port, proc) in servers.items():
                 r = drive(port, ca_path, path, processes=args.processes, connections=args.connections,
@@ -463,8 +524,10 @@ def main() -> int:
             if fixed:
                 line += f"; at {args.rate:,.0f}/s p99 {fixed['p99']:.2f} ms"
             print(line)
-        if args.policies:
+        if args.policies and not args.only_workers:
             policy_section(args, tmp, env, ctx, ca_path, lahar_port)
+        if args.workers > 1 and not args.only_policies:
+            workers_section(args, tmp, env, ctx, ca_path, lahar_port)
     finally:
         for _, proc in servers.values():
             proc.send_signal(signal.SIGINT)

@@ -30,14 +30,18 @@ class ReviewClock:
 
     def __init__(self) -> None:
         self._page: mmap.mmap | None = None
-        self._pid = 0
+        self._opened = False
+        os.register_at_fork(after_in_child=self._reset)   # a forked child stamps its own page, not its parent's
+
+    def _reset(self) -> None:
+        self._page, self._opened = None, False
 
     def _open(self) -> mmap.mmap | None:
+        self._opened = True
         directory = os.environ.get(WATCH_DIR_ENV)
-        self._pid = os.getpid()
         if not directory:
             return None
-        path = Path(directory) / str(self._pid)
+        path = Path(directory) / str(os.getpid())
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             os.ftruncate(fd, _SLOT.size)
@@ -45,20 +49,19 @@ class ReviewClock:
         finally:
             os.close(fd)
 
-    def _slot(self) -> mmap.mmap | None:
-        if self._pid != os.getpid():       # first use in this process (or a fork): open this process's page
-            self._page = self._open()
-        return self._page
-
     def begin(self) -> None:
-        page = self._slot()
+        page = self._page if self._opened else self._open_page()
         if page is not None:
             _SLOT.pack_into(page, 0, time.monotonic())
 
     def end(self) -> None:
-        page = self._slot()
+        page = self._page
         if page is not None:
             _SLOT.pack_into(page, 0, 0.0)
+
+    def _open_page(self) -> mmap.mmap | None:
+        self._page = self._open()
+        return self._page
 
 
 CLOCK = ReviewClock()
