@@ -55,7 +55,7 @@ def workers(tmp_path):
                     pass
                 assert time.monotonic() < deadline, "lahar webhook --workers 2 did not become ready"
                 time.sleep(0.1)
-        yield url, ca, proc, log
+        yield url, ca, proc, log, tmp_path
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -82,7 +82,7 @@ def _stuck_review(url: str, ca, queue: str, outcome: list) -> None:
 
 @pytest.mark.parametrize("queue", [webhook_faults.GIL_QUEUE, webhook_faults.SLEEP_QUEUE], ids=["gil-held", "sleeping"])
 def test_one_stuck_review_does_not_stall_the_others_and_its_worker_is_replaced(workers, queue):
-    url, ca, proc, log = workers
+    url, ca, proc, log, _ = workers
     outcome: list = []
     stuck = threading.Thread(target=_stuck_review, args=(url, ca, queue, outcome), daemon=True)
     started = time.monotonic()
@@ -116,3 +116,24 @@ def test_one_stuck_review_does_not_stall_the_others_and_its_worker_is_replaced(w
             assert time.monotonic() < deadline, _read(log)
             time.sleep(0.2)
     assert proc.poll() is None
+
+
+def test_every_worker_reloads_a_renewed_certificate_and_the_supervisor_stops_cleanly(workers):
+    url, old_ca, proc, log, tmp = workers
+    new_ca = authority.new_ca("lahar-test-ca-2", 1)
+    authority.write(serving_pair(new_ca), tmp / "tls.crt", tmp / "tls.key")
+    deadline = time.monotonic() + 30
+    while True:
+        # fresh connections reach both workers: all of them must present the renewed certificate
+        try:
+            with httpx.Client(base_url=url, verify=context(new_ca), timeout=BOUND) as c:
+                ok = all(c.get("/healthz", headers={"connection": "close"}).status_code == 200 for _ in range(12))
+        except httpx.HTTPError:
+            ok = False
+        if ok:
+            break
+        assert time.monotonic() < deadline, "not every worker took the renewed certificate"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0, _read(log)
+    assert "Traceback" not in _read(log), _read(log)
