@@ -6,7 +6,8 @@ tests (Starlette's TestClient, overriding the `get_admission` dependency). Each 
 `get_admission`, carries the look-ups, configuration, route table, metrics and the AdmissionPolicies in force
 (override it in tests); `update_admission(app, config=..., policies=...)` swaps them atomically (live reload).
 Every review goes through `webhooks.policystage.after_rules` after the rules; `/metrics` appends the policy
-counters (`policies.metrics.REGISTRY`: config reload failures, audits, policy decisions).
+counters (`policies.metrics.REGISTRY`: config reload failures, audits, policy decisions), summed over the worker
+processes when `lahar webhook --workers N` runs several (`webhooks.shared_metrics`).
 
 HTTP answers: 200 with an AdmissionReview for every well-formed review (denials included, handler crashes
 included — see `webhooks.routes`); 400 with a JSON Status naming what is wrong for a body that is too large,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -30,7 +32,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lahar.policies import metrics as policy_metrics
-from lahar.webhooks import policystage, review, watchdog
+from lahar.webhooks import policystage, review, shared_metrics, watchdog
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.metrics import CONTENT_TYPE, Metrics
 from lahar.webhooks.routes import Route, admit, default_routes, lahar_routes
@@ -132,9 +134,20 @@ def create_app(*, lookups: Lookups, config: Any, routes: Mapping[str, Route] | N
                             media_type="text/plain")
         return Response(b"ok", media_type="text/plain")
 
+    def render_metrics() -> str:
+        admission: Admission = app.state.admission
+        return admission.metrics.render() + policy_metrics.REGISTRY.render()
+
+    # under `lahar webhook --workers N`: every worker's counts in every scrape (webhooks.shared_metrics)
+    watch_dir = os.environ.get(watchdog.WATCH_DIR_ENV)
+    if watch_dir:
+        app.state.snapshots = shared_metrics.Snapshots(watch_dir, render_metrics).start()
+
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint(admission: Admission = Depends(get_admission)) -> Response:
         text = admission.metrics.render() + policy_metrics.REGISTRY.render()
+        if watch_dir:
+            text = shared_metrics.merge([text, *shared_metrics.others(watch_dir, own_pid=os.getpid())])
         return Response(text.encode(), media_type=CONTENT_TYPE)
 
     async def review_endpoint(request: HttpRequest) -> Response:

@@ -80,9 +80,10 @@ def started_at(directory: str | os.PathLike[str], pid: int) -> float | None:
 
 
 def forget(directory: str | os.PathLike[str], pid: int) -> None:
-    """Drop a dead worker's page."""
-    with contextlib.suppress(OSError):
-        (Path(directory) / str(pid)).unlink()
+    """Drop a dead worker's page and its metrics snapshot (`webhooks.shared_metrics`)."""
+    for name in (str(pid), f"{pid}.prom"):
+        with contextlib.suppress(OSError):
+            (Path(directory) / name).unlink()
 
 
 def overdue(started: Mapping[int, float | None], *, now: float, limit: float) -> list[int]:

@@ -137,3 +137,23 @@ def test_every_worker_reloads_a_renewed_certificate_and_the_supervisor_stops_cle
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0, _read(log)
     assert "Traceback" not in _read(log), _read(log)
+
+
+def test_every_scrape_counts_the_reviews_of_every_worker(workers):
+    url, ca, proc, log, _ = workers
+    for i in range(20):
+        with httpx.Client(base_url=url, verify=context(ca), timeout=BOUND) as c:   # fresh: spread over the workers
+            assert c.post("/jobs/validate", json=review_of(job(f"j{i}", queue="team"), "jobs")).status_code == 200
+    series = 'lahar_admission_requests_total{path="/jobs/validate",verdict="allowed"} '
+    deadline = time.monotonic() + 15
+    while True:
+        counts = []
+        for _ in range(6):
+            with httpx.Client(base_url=url, verify=context(ca), timeout=BOUND) as c:
+                text = c.get("/metrics").text
+            counts.append(next((int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                                if line.startswith(series)), 0))
+        if counts == [20] * 6:
+            break
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.5)
