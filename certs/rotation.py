@@ -161,15 +161,17 @@ class CertReloader:
             fresh.load_cert_chain(cert_file, key_file)
         return fresh
 
-    def check(self) -> bool:
-        """One poll: True when the files changed to a new valid pair and new handshakes now use it."""
+    def check(self, *, force: bool = False) -> bool:
+        """One poll: True when the files changed to a new valid pair and new handshakes now use it. `force` takes
+        the pair on disk even when it looks unchanged: right after start, the serving context may have been built
+        from an earlier pair than the one this reloader first saw (a renewal between the two reads)."""
         with self._lock:
             try:
                 stat = self._stats()
             except OSError as exc:
                 self.last_error = f"cannot stat certificate files: {exc}"
                 return False
-            if stat == self._stat:
+            if stat == self._stat and not force:
                 return False
             try:
                 cert, key = self.cert_path.read_bytes(), self.key_path.read_bytes()
@@ -177,7 +179,7 @@ class CertReloader:
                 self.last_error = f"cannot read certificate files: {exc}"
                 return False
             digest = self._hash(cert, key)
-            if digest == self._digest:
+            if digest == self._digest and not force:
                 self._stat = stat
                 return False
             try:

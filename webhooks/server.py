@@ -138,6 +138,9 @@ class WorkerConfig(uvicorn.Config):
         super().load()
         if self.reload_interval and self.ssl is not None and self.reloader is None:
             self.reloader = _reloader(self.ssl, str(self.ssl_certfile), str(self.ssl_keyfile), self.reload_interval)
+            # a worker may start while the pair is being renewed: serve what is on disk now, not what the context
+            # was read from a moment ago (else the reloader would take the new pair for the one already served)
+            self.reloader.check(force=True)
             self.reloader.start()
         gc.collect()
         gc.freeze()

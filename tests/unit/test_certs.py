@@ -381,6 +381,22 @@ def test_reloader_takes_only_complete_matching_pairs(tmp_path: Path, ca: authori
     assert reloader._thread is None
 
 
+def test_a_forced_check_serves_the_pair_on_disk_when_it_changed_before_the_reloader_first_looked(
+        tmp_path: Path, ca: authority.KeyPair) -> None:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    one = authority.issue(ca, common_name="one", hosts=["127.0.0.1"])
+    two = authority.issue(ca, common_name="two", hosts=["127.0.0.1"])
+    authority.write(one, cert, key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)                # the server's context: pair one
+    authority.write(two, cert, key)                   # renewed before the reloader was made
+    seen: list[bytes] = []
+    reloader = rotation.CertReloader(context, cert, key, on_reload=seen.append)
+    assert not reloader.check()                       # it took pair two for the one already served
+    assert reloader.check(force=True) and seen == [two.cert_pem]
+    assert not reloader.check()
+
+
 # --- CLI ---------------------------------------------------------------------------------------------------------
 
 def test_cli_generate(tmp_path: Path) -> None:
