@@ -35,7 +35,9 @@ __all__ = ["NODES", "RealCluster", "missing"]
 # a race in every fresh test namespace and nothing lahar's tests are about.
 DISABLED_ADMISSION = ("ServiceAccount",)
 # The controllers lahar relies on from kube-controller-manager.
-CONTROLLERS = ("namespace", "garbage-collector", "replicaset", "job", "serviceaccount")
+CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "replicaset-controller", "job-controller",
+               "serviceaccount-controller")
+KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 # A few kwok nodes shaped like devcluster's small profile (CPU, memory, pods, one GPU node).
 NODES: tuple[dict[str, str], ...] = (
     {"name": "kwok-cpu-0", "cpu": "16", "memory": "64Gi"},
@@ -52,9 +54,15 @@ def missing(*names: str) -> str | None:
     return None
 
 
-def _ec_key_pem() -> bytes:
-    return ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+def _service_account_keys() -> tuple[bytes, bytes]:
+    """(private, public) PEM of a fresh P-256 key: kube-apiserver signs ServiceAccount tokens with the first and
+    verifies them with the second (it reads no public key out of a PKCS#8 private key file)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private, public
 
 
 @dataclasses.dataclass
@@ -97,8 +105,10 @@ class RealCluster:
                               hosts=["127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
                                      "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"])
         certs.write(serving, pki / "apiserver.crt", pki / "apiserver.key")
-        sa_key = pki / "sa.key"
-        sa_key.write_bytes(_ec_key_pem())
+        sa_key, sa_pub = pki / "sa.key", pki / "sa.pub"
+        private, public = _service_account_keys()
+        sa_key.write_bytes(private)
+        sa_pub.write_bytes(public)
         self.token = uuid.uuid4().hex
         tokens = pki / "tokens.csv"
         tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
@@ -127,7 +137,7 @@ class RealCluster:
             f"--client-ca-file={pki / 'ca.crt'}", f"--token-auth-file={tokens}",
             "--authorization-mode=RBAC", "--anonymous-auth=false",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={sa_key}", f"--service-account-signing-key-file={sa_key}",
+            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
             "--service-cluster-ip-range=10.96.0.0/16",
             f"--disable-admission-plugins={','.join(DISABLED_ADMISSION)}",
             f"--cert-dir={pki}", "--profiling=false", "--v=1",
@@ -149,8 +159,8 @@ class RealCluster:
             self.started["kube-controller-manager"] = time.monotonic() - begin
         if self.with_kwok and peers.binary("kwok") is not None:
             self._spawn("kwok", [
-                str(peers.binary("kwok")), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=false",
-                "--manage-nodes-with-label-selector=type=kwok", "--manage-single-node=",
+                str(peers.binary("kwok")), f"--kubeconfig={self.kubeconfig}", f"--config={KWOK_STAGES}",
+                "--manage-all-nodes=false", "--manage-nodes-with-label-selector=type=kwok",
                 "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{free_port()}",
             ])
             self.started["kwok"] = time.monotonic() - begin
@@ -205,11 +215,16 @@ class RealCluster:
             return "\n".join(self._proc(name).log_path.read_text(errors="replace").splitlines()[-lines:])
         return ""
 
-    def _ready(self) -> bool:
+    def get(self, path: str, *, timeout: float = 5.0) -> bytes:
+        """GET `path` from the API server as the admin (raises urllib's errors)."""
         ctx = ssl.create_default_context(cafile=str(self.workdir / "pki" / "ca.crt"))
-        req = urllib.request.Request(f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.token}"})
-        with contextlib.suppress(OSError), urllib.request.urlopen(req, context=ctx, timeout=2) as resp:  # noqa: S310
-            return bool(resp.status == 200)
+        req = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:  # noqa: S310 - loopback https
+            return bytes(resp.read())
+
+    def _ready(self) -> bool:
+        with contextlib.suppress(OSError):
+            return self.get("/readyz", timeout=2) == b"ok"
         return False
 
     def alive(self) -> dict[str, bool]:
