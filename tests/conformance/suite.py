@@ -988,7 +988,8 @@ def widgets(backend: Backend) -> Iterator[ResourceType]:
 
     def established() -> bool:
         crd = c.get(CRD, "widgets.conformance.lahar.sh")
-        conds = {x["type"]: x["status"] for x in crd.get("status", {}).get("conditions", [])}
+        # a fresh CRD on kube-apiserver reads `status: {conditions: null}` until its controllers have run
+        conds = {x["type"]: x["status"] for x in (crd.get("status") or {}).get("conditions") or []}
         return conds.get("Established") == "True" and conds.get("NamesAccepted") == "True"
 
     eventually(backend, established, what="CRD to be Established")
