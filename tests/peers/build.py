@@ -3,8 +3,8 @@
 `make peers` runs this; tests/realcluster finds the binaries through `binary(name)`. Each peer is built
 with the Go toolchain from the module proxy at a pinned version, into a cache outside the work tree
 (`$LAHAR_PEERS_CACHE`, default `~/.cache/lahar-peers/<name>-<version>/<name>`). A cached peer is skipped,
-so a second run takes seconds. Builds run under `nice -n 19` with one package at a time (`-p=1`), so
-they never starve the tests of whoever shares the machine.
+so a second run takes seconds. Builds run under `nice -n 19` with one package at a time (`-p=1`;
+`LAHAR_PEERS_BUILD_JOBS=N` on a machine of one's own), so they never starve the tests of whoever shares it.
 
 Modules whose go.mod points other modules at local directories (k8s.io/kubernetes and its staging
 `k8s.io/*` modules, etcd's server and its api/client/pkg modules) cannot be `go install`ed by version,
@@ -128,9 +128,18 @@ def wrapper_gomod(peer: Peer, upstream_gomod: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def build_jobs() -> int:
+    """Go's `-p` for the builds: `$LAHAR_PEERS_BUILD_JOBS` (a positive integer), else 1."""
+    raw = os.environ.get("LAHAR_PEERS_BUILD_JOBS", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"LAHAR_PEERS_BUILD_JOBS must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
 def _go_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -p=1 -mod=mod").strip()
+    # One package at a time unless told otherwise (LAHAR_PEERS_BUILD_JOBS on a machine of one's own).
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + f" -p={build_jobs()} -mod=mod").strip()
     env.setdefault("CGO_ENABLED", "0")
     env["GOTOOLCHAIN"] = "local"
     return env

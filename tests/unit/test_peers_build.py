@@ -114,3 +114,19 @@ def test_no_go_toolchain_builds_nothing_and_succeeds(monkeypatch: pytest.MonkeyP
     assert build.main([]) == 0
     assert "no Go toolchain" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 1), ("4", 4)], ids=["default-one", "set"])
+def test_build_jobs(monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
+    if raw is None:
+        monkeypatch.delenv("LAHAR_PEERS_BUILD_JOBS", raising=False)
+    else:
+        monkeypatch.setenv("LAHAR_PEERS_BUILD_JOBS", raw)
+    assert build.build_jobs() == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "many"], ids=["zero", "negative", "word"])
+def test_bad_build_jobs_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("LAHAR_PEERS_BUILD_JOBS", raw)
+    with pytest.raises(ValueError, match=f"LAHAR_PEERS_BUILD_JOBS must be a positive integer, not '{raw}'"):
+        build.build_jobs()
