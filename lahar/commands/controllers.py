@@ -31,16 +31,61 @@ WORKER_HELP = "\n\n".join((
 
 
 def worker_argv(python: str, *, concurrency: int | None = None, queues: str = "reconcile", pool: str = "prefork",
-                hostname: str | None = None, loglevel: str | None = None) -> list[str]:
+                hostname: str | None = None, loglevel: str | None = None, metrics_port: int = 0) -> list[str]:
     """The supervised child's command line: this same command, unsupervised, with the same options."""
     argv = [python, "-m", "lahar.cli", "worker", "--no-supervise", "-Q", queues, "-P", pool]
     if concurrency:
         argv += ["-c", str(concurrency)]
+    if metrics_port:
+        argv += ["--metrics-port", str(metrics_port)]
     if hostname:
         argv += ["-n", hostname]
     if loglevel:
         argv += ["-l", loglevel]
     return argv
+
+
+def _serve_worker_metrics(port: int) -> None:
+    """Serve the reconcile metrics of every pool process (prefork children, threads or solo) on `port`.
+
+    prometheus_client's multiprocess mode: each process writes its values to files in PROMETHEUS_MULTIPROC_DIR
+    (a fresh directory unless one is given), which this process adds up at each scrape, so a counter's total stays
+    right across pool children, including children that exited. Set before the pool forks; removed at exit.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    path = given or tempfile.mkdtemp(prefix="lahar-worker-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    from prometheus_client import CollectorRegistry, start_http_server, values
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    values.ValueClass = values.get_value_class()  # prometheus_client may have been imported before the variable
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=path)
+    start_http_server(port, registry=registry)
+    if not given:
+        atexit.register(shutil.rmtree, path, True)
+
+
+def _serve_dispatch_metrics(port: int, dispatcher: object, metrics: object, redis_url: str) -> None:
+    """Serve the dispatcher's metrics: its watch events and job phases, its counters, and the queue depth read
+    from Redis at each scrape (a client that fails fast: a scrape while Redis is away says redis_up 0)."""
+    import redis
+    from prometheus_client import start_http_server
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from lahar.controllers import metrics as ctrl_metrics
+
+    scrape = redis.Redis.from_url(redis_url, decode_responses=True, socket_timeout=2, socket_connect_timeout=1,
+                                  retry=Retry(NoBackoff(), 0))
+    registry = metrics.registry  # type: ignore[attr-defined]
+    registry.register(ctrl_metrics.DispatchStats(dispatcher))
+    registry.register(ctrl_metrics.QueueDepth(scrape))
+    start_http_server(port, registry=registry)
 
 
 def _logging(level: str) -> None:
@@ -55,6 +100,9 @@ def register(app: typer.Typer) -> None:
         pool: str = typer.Option("prefork", "--pool", "-P", help="Celery pool: prefork, threads or solo."),
         hostname: str = typer.Option(None, "--hostname", "-n", help="Node name (default lahar@<host>)."),
         loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        metrics_port: int = typer.Option(
+            0, "--metrics-port", help="Serve Prometheus metrics (reconciles, latency, lock waits) on this port "
+                                      "(0 = off), summed over the pool's processes."),
         supervise: bool = typer.Option(
             True, "--supervise/--no-supervise",
             help="Run the Celery worker as a child process and start it again when it exits unexpectedly "
@@ -68,10 +116,12 @@ def register(app: typer.Typer) -> None:
 
             _logging(level)
             sup = Supervisor(worker_argv(sys.executable, concurrency=concurrency, queues=queues, pool=pool,
-                                         hostname=hostname, loglevel=loglevel))
+                                         hostname=hostname, loglevel=loglevel, metrics_port=metrics_port))
             sup.install_signal_handlers()
             raise typer.Exit(sup.run())
 
+        if metrics_port:
+            _serve_worker_metrics(metrics_port)
         from lahar.worker import app as celery_app
 
         argv = ["worker", "-Q", queues, "-P", pool, "-E", "-l", level,
@@ -83,6 +133,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dispatch(
         loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default LAHAR_LOG_LEVEL)."),
+        metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics (watch events, "
+                                         "Volcano's job-phase counters, queue depth, timers) on this port (0 = off)."),
     ) -> None:
         """Watch the cluster and enqueue reconcile tasks (one active dispatcher; others wait as standby)."""
         from lahar import worker as celery_worker
@@ -94,9 +146,17 @@ def register(app: typer.Typer) -> None:
         _logging(loglevel or s.log_level)
         rt = celery_worker.runtime()
         client = RestClient(kubeconfig.load(s.kubeconfig))
+        metrics = None
+        if metrics_port:
+            from lahar.controllers import metrics as ctrl_metrics
+
+            metrics = ctrl_metrics.DispatchMetrics(default_queue=s.default_queue)
         d = Dispatcher(client, rt.redis, send=lambda key: celery_worker.enqueue(key, rt=rt),
                        scheduler_names=tuple(s.scheduler_names), lease_ttl=s.dispatch_lease_ttl,
-                       timer_poll_interval=s.timer_poll_interval)
+                       timer_poll_interval=s.timer_poll_interval,
+                       on_event=metrics.observe if metrics is not None else None)
+        if metrics is not None:
+            _serve_dispatch_metrics(metrics_port, d, metrics, s.redis_url or celery_worker.DEFAULT_REDIS_URL)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())

@@ -190,3 +190,20 @@ def test_queue_depth_with_redis_away_says_so() -> None:
     reg.register(metrics.QueueDepth(away))
     got = _samples(reg)
     assert got == {("lahar_workqueue_redis_up", ()): 0}
+
+
+def test_the_dispatcher_hands_every_event_to_its_hook() -> None:
+    from lahar.dispatcher import Dispatcher
+
+    seen: list[tuple[str, str]] = []
+    d = Dispatcher(client=None, redis=_NoRedis(), send=lambda key: True,
+                   on_event=lambda kind, event, obj, old: seen.append((kind, event)))
+    d._on("Queue", "ADDED", {"metadata": {"name": "q1"}, "spec": {}})
+    assert seen == [("Queue", "ADDED")]
+
+
+class _NoRedis:
+    """Enough of a Redis client for building a Dispatcher that never talks to it."""
+
+    def register_script(self, script: str) -> Any:
+        return lambda **_: None
