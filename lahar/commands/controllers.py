@@ -70,7 +70,7 @@ def _serve_worker_metrics(port: int) -> None:
         atexit.register(shutil.rmtree, path, True)
 
 
-def _serve_dispatch_metrics(port: int, dispatcher: object, metrics: object, redis_url: str) -> None:
+def _serve_dispatch_metrics(port: int, dispatcher: object, metrics: object, redis_url: str) -> object:
     """Serve the dispatcher's metrics: its watch events and job phases, its counters, and the queue depth read
     from Redis at each scrape (a client that fails fast: a scrape while Redis is away says redis_up 0)."""
     import redis
@@ -85,7 +85,8 @@ def _serve_dispatch_metrics(port: int, dispatcher: object, metrics: object, redi
     registry = metrics.registry  # type: ignore[attr-defined]
     registry.register(ctrl_metrics.DispatchStats(dispatcher))
     registry.register(ctrl_metrics.QueueDepth(scrape))
-    start_http_server(port, registry=registry)
+    server, _ = start_http_server(port, addr="0.0.0.0", registry=registry)
+    return server
 
 
 def _logging(level: str) -> None:

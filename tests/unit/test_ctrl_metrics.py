@@ -207,3 +207,25 @@ class _NoRedis:
 
     def register_script(self, script: str) -> Any:
         return lambda **_: None
+
+
+def test_lahar_dispatch_serves_events_phases_stats_and_depth(redis_server: Any) -> None:
+    import urllib.request
+
+    from lahar.commands.controllers import _serve_dispatch_metrics
+    from tests.support import free_port
+
+    m = metrics.DispatchMetrics()
+    m.observe("Job", "MODIFIED", _job("Completed"), _job("Running"))
+    port = free_port()
+    server = _serve_dispatch_metrics(port, FakeDispatcher(), m, redis_server.url)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    for series in ('volcano_job_completed_phase_count{job_name="ns1/j1",queue_name="q1"} 1.0',
+                   'lahar_dispatch_enqueued_total{outcome="sent"} 2.0', "lahar_workqueue_redis_up 1.0",
+                   'lahar_workqueue_depth{queue="reconcile"}'):
+        assert series in text, series
