@@ -45,19 +45,29 @@ def worker_argv(python: str, *, concurrency: int | None = None, queues: str = "r
     return argv
 
 
+def worker_metrics_dir(port: int, *, given: str | None = None, tmp: str | None = None) -> str:
+    """Where the pool's processes write their metric files: PROMETHEUS_MULTIPROC_DIR when set, else
+    `<tmp>/lahar-worker-metrics-<port>`, emptied first: a restarted worker (a container restart keeps its emptyDir
+    /tmp) starts from zero like any restarted process, and a crash loop cannot fill /tmp with old directories."""
+    import shutil
+    import tempfile
+
+    if given:
+        return given
+    path = os.path.join(tmp or tempfile.gettempdir(), f"lahar-worker-metrics-{port}")
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, mode=0o700)
+    return path
+
+
 def _serve_worker_metrics(port: int) -> None:
     """Serve the reconcile metrics of every pool process (prefork children, threads or solo) on `port`.
 
     prometheus_client's multiprocess mode: each process writes its values to files in PROMETHEUS_MULTIPROC_DIR
-    (a fresh directory unless one is given), which this process adds up at each scrape, so a counter's total stays
-    right across pool children, including children that exited. Set before the pool forks; removed at exit.
+    (`worker_metrics_dir`), which this process adds up at each scrape, so a counter's total stays right across
+    pool children, including children that exited. Set before the pool forks.
     """
-    import atexit
-    import shutil
-    import tempfile
-
-    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    path = given or tempfile.mkdtemp(prefix="lahar-worker-metrics-")
+    path = worker_metrics_dir(port, given=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
     from prometheus_client import CollectorRegistry, start_http_server, values
     from prometheus_client.multiprocess import MultiProcessCollector
@@ -66,8 +76,6 @@ def _serve_worker_metrics(port: int) -> None:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=path)
     start_http_server(port, registry=registry)
-    if not given:
-        atexit.register(shutil.rmtree, path, True)
 
 
 def _serve_dispatch_metrics(port: int, dispatcher: object, metrics: object, redis_url: str) -> object:

@@ -229,3 +229,14 @@ def test_lahar_dispatch_serves_events_phases_stats_and_depth(redis_server: Any) 
                    'lahar_dispatch_enqueued_total{outcome="sent"} 2.0', "lahar_workqueue_redis_up 1.0",
                    'lahar_workqueue_depth{queue="reconcile"}'):
         assert series in text, series
+
+
+def test_the_worker_metrics_dir_starts_empty_and_respects_a_given_one(tmp_path: Any) -> None:
+    from lahar.commands.controllers import worker_metrics_dir
+
+    first = worker_metrics_dir(9090, tmp=str(tmp_path))
+    (tmp_path / "lahar-worker-metrics-9090" / "counter_123.db").write_bytes(b"stale")  # a crashed worker's files
+    again = worker_metrics_dir(9090, tmp=str(tmp_path))
+    assert again == first and not list((tmp_path / "lahar-worker-metrics-9090").iterdir())
+    assert worker_metrics_dir(9090, given=str(tmp_path / "mine"), tmp=str(tmp_path)) == str(tmp_path / "mine")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lahar-worker-metrics-9090"]
