@@ -17,8 +17,9 @@ PREEMPTABLE_STATUS = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 
 
 def preempt_task(ssn: Session, stmt: Statement, preemptor: Task, keep: Callable[[Task], bool]) -> bool:
-    """Evict victims on the best node where that makes `preemptor` fit, then pipeline it there."""
-    if ssn.pre_predicate(preemptor) is not None:
+    """Evict victims on the best node where that makes `preemptor` fit, then pipeline it there; a task whose
+    `preemptionPolicy` is Never evicts nothing (Volcano's taskEligibleToPreempt)."""
+    if preemptor.preemption_policy == "Never" or ssn.pre_predicate(preemptor) is not None:
         return False
     job = ssn.jobs[preemptor.job]
     queue = ssn.queues[job.queue]
