@@ -176,3 +176,40 @@ def test_conformance_spares_kube_system_upstream() -> None:
     tasks = [t for j in snap.jobs.values() for t in j.tasks.values()]
     victims = Conformance().preemptable(tasks[0], sorted(tasks, key=lambda t: t.namespace))
     assert [t.namespace for t in victims or []] == ["test-namespace"]
+
+
+# upstream priority_test.go TestPreempt: allocate then preempt with priority alone in the tier, its eviction votes
+# (enablePreemptable, enableReclaimable) on or off; the UnifiedEvictable case is not ported (no gang preempt action)
+def _priority_tier(evict: bool) -> str:
+    from lahar.scheduler.framework.conf import SWITCHES
+    on = {"enableTaskOrder", "enableJobOrder", "enableJobStarving"} | ({"enablePreemptable", "enableReclaimable"}
+                                                                        if evict else set())
+    return tiers_conf("allocate, preempt", [{"name": "priority", **{s: s in on for s in SWITCHES
+                                                                      if s != "enableHierarchy"}}])
+
+
+PRIORITY_PREEMPT: list[dict[str, Any]] = [
+    dict(id="enable-preemptable-evicts-lower-priority-task", evict=True,
+         pods=[pod("preemptee1", "ns1").req("3", "3G").group("pg1").on("node1").preemptable(True),
+               pod("preemptee2", "ns1").req("3", "3G").group("pg1").on("node1").preemptable(True).priority(1000),
+               pod("preemptor1", "ns2").req("3", "3G").group("pg2")],
+         nodes=[node("node1").alloc("6", "6G", pods=10), node("node2").alloc("2", "2G", pods=10)],
+         evicted=["ns1/preemptee1"], pipelined={"ns2/preemptor1": "node1"}),
+    dict(id="disable-preemptable-evicts-nothing", evict=False,
+         pods=[pod("preemptee1", "ns1").req("3", "3G").group("pg1").on("node1").preemptable(True),
+               pod("preemptee2", "ns1").req("3", "3G").group("pg1").on("node2").preemptable(False),
+               pod("preemptor1", "ns2").req("3", "3G").group("pg2")],
+         nodes=[node("node1").alloc("3", "3G", pods=10), node("node2").alloc("3", "3G", pods=10)],
+         evicted=[], pipelined={}),
+]
+
+
+@pytest.mark.parametrize("case", PRIORITY_PREEMPT, ids=[c["id"] for c in PRIORITY_PREEMPT])
+def test_priority_preempt_upstream(case: dict[str, Any]) -> None:
+    d = run(podgroups=[podgroup("pg1", "ns1").min(1).queue("q1").priority_class("low-priority"),
+                       podgroup("pg2", "ns2").min(1).queue("q1").priority_class("high-priority")],
+            pods=case["pods"], nodes=case["nodes"], queues=[queue("q1").capability(cpu="6", memory="6G")],
+            priority_classes=[priority_class("low-priority", 100), priority_class("high-priority", 1000)],
+            conf=_priority_tier(case["evict"]))
+    assert sorted(f"{e.namespace}/{e.name}" for e in d.evictions) == case["evicted"]
+    assert d.pipelined == case["pipelined"]
