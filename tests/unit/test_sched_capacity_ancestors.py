@@ -153,3 +153,24 @@ def test_ancestor_reclaim_upstream(case: dict[str, Any]) -> None:
             conf=_tier(case["level"], case["priority"]))
     assert sorted(f"{e.namespace}/{e.name}" for e in d.evictions) == case["evicted"]
     assert d.pipelined == case["pipelined"]
+
+
+# Test_buildHierarchicalQueueAttrs_nilSafety: a hierarchical session with no queues at all, or with a job whose queue
+# was deleted, binds nothing and does not crash
+NIL_SAFETY: list[dict[str, Any]] = [
+    dict(id="no-queues-at-all", pods=[], podgroups=[], queues=[]),
+    dict(id="job-in-a-deleted-queue", pods=[p("orphan", "pg-orphan", "1", "1Gi")],
+         podgroups=[g("pg-orphan", "deleted-queue", "Inqueue")], queues=[q("root")]),
+]
+
+
+@pytest.mark.parametrize("case", NIL_SAFETY, ids=[c["id"] for c in NIL_SAFETY])
+def test_hierarchy_nil_safety_upstream(case: dict[str, Any]) -> None:
+    def only(name: str, *on: str) -> dict[str, Any]:
+        return {"name": name, **{s: s in on for s in SWITCHES}}
+    conf = tiers_conf("allocate", [only("capacity", "enabledAllocatable", "enableReclaimable", "enableQueueOrder",
+                                        "enableHierarchy", "enableJobEnqueued"),
+                                   only("predicates", "enablePredicate"), only("gang", "enableJobStarving")])
+    d = run(pods=case["pods"], nodes=[node("n1").alloc("4", "4Gi", 10)], podgroups=case["podgroups"],
+            queues=case["queues"], conf=conf)
+    assert d.bind_map() == {}
