@@ -34,13 +34,16 @@ def preempt_task(ssn: Session, stmt: Statement, preemptor: Task, keep: Callable[
             future = future + v.resreq
         if not fits(preemptor.init_resreq, future):
             continue
+        node_stmt = ssn.statement()  # this node's evictions only: undone if the preemptor does not land here
         for victim in sorted(victims, key=victims_order(ssn, preemptor)):
             if ssn.allocatable(queue, preemptor) and fits(preemptor.init_resreq, arrays.future_idle_row(node)):
                 break
-            stmt.evict(victim, "preempt")
+            node_stmt.evict(victim, "preempt")
         if ssn.allocatable(queue, preemptor) and fits(preemptor.init_resreq, arrays.future_idle_row(node)):
-            stmt.pipeline(preemptor, node)
+            node_stmt.pipeline(preemptor, node)
+            stmt.merge(node_stmt)
             return True
+        node_stmt.discard()
     return False
 
 

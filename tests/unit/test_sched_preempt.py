@@ -183,7 +183,7 @@ def _anti_affinity(p: pod, **labels: str) -> pod:
     return p
 
 
-UPSTREAM += [
+UPSTREAM_MORE: list[dict[str, Any]] = [
     dict(id="preemption-policy-never-preempts-nothing-3642",
          pgs=[_pg("pg1", 0, {}, "low-priority"), _pg("pg2", 1, {}, "high-priority")],
          pods=[pod("preemptee1").req("1", "1G").group("pg1").on("n1").preemptable(True),
@@ -205,6 +205,13 @@ UPSTREAM += [
          nodes=[node("n1").alloc("3", "3G", pods=10), node("n2").alloc("4", "4G", pods=10)],
          queue=queue("q1").capability(cpu="6", memory="6G"), evicted=["c1/preemptee2"]),
 ]
+
+
+@pytest.mark.parametrize("case", UPSTREAM_MORE, ids=[c["id"] for c in UPSTREAM_MORE])
+def test_preempt_upstream_current(case: dict[str, Any]) -> None:
+    """TestPreempt's rows added since the first port: preemptionPolicy Never, rollback past capability, per-node."""
+    d = _run(case["pods"], case["nodes"], case["pgs"], case["queue"])
+    assert sorted(f"{e.namespace}/{e.name}" for e in d.evictions) == case["evicted"]
 
 
 def test_preempt_upstream_multi_queue_keeps_other_queues_preemptors() -> None:
@@ -238,9 +245,7 @@ _ANTI_AFFINITY = pytest.mark.xfail(strict=True, reason=(
     "matches; lahar takes victims in victim order by resources alone, evicts preemptee1 and pipelines the "
     "preemptor beside preemptee2"))
 
-TOPOLOGY: list[dict[str, Any]] = [dict(c, id=f"topology-{c['id']}") for c in UPSTREAM
-                                  if c["id"] != "only-the-succeeding-nodes-evictions-commit"
-                                  and c["id"] != "rollback-evictions-when-preemptor-exceeds-queue-capability"] + [
+TOPOLOGY: list[dict[str, Any]] = [dict(c, id=f"topology-{c['id']}") for c in UPSTREAM + UPSTREAM_MORE[:1]] + [
     dict(id="topology-anti-affinity-conflict-evicts-the-conflicting-pod", marks=_ANTI_AFFINITY,
          pgs=[_pg("pg1", 0, {}, "low-priority"), _pg("pg2", 0, {}, "low-priority"),
               _pg("pg3", 1, {"": 1}, "high-priority")],
