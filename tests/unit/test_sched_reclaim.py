@@ -85,8 +85,9 @@ _QUEUE_PRIORITY = pytest.mark.xfail(strict=True, reason=(
     "difference: Volcano orders reclaim victims from different queues by their queue's priority (lowest first); "
     "lahar orders victims by task and job order only, so the victim from the higher-priority queue can go first"))
 _NOT_OPEN = pytest.mark.xfail(strict=True, reason=(
-    "difference: with proportion, Volcano lets no job of a queue that is not Open reclaim (its Preemptive hook says "
-    "no); lahar's proportion lets a Closed queue's already-admitted (Inqueue) jobs finish what they started"))
+    "difference: reclaim from a queue that is not Open (proportion). Volcano lets no job of a Closed queue reclaim; "
+    "lahar's proportion does not look at the queue state when reclaiming, so a Closed queue's job that was already "
+    "admitted (Inqueue) still reclaims"))
 _IDLE = pytest.mark.xfail(strict=True, reason=(
     "difference: Volcano counts the node's idle resources in what a reclaim frees (the CPU is idle, 1G of memory "
     "is missing, one 1G victim is enough); lahar's proportion takes victims only from a queue holding at least the "
