@@ -1464,14 +1464,17 @@ class Store:
     def _check_preconditions(rt: ResourceType, name: str, cur: Obj, pre: dict[str, str] | None) -> None:
         if not pre:
             return
-        meta = cur["metadata"]
+        # kube-apiserver checks DELETE preconditions before storage does (rest.BeforeDelete): its texts, and the
+        # object's Kind where other conflicts name the resource.
+        meta, kind = cur["metadata"], _qualified_kind(rt)
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise _conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
-                                      f"{meta.get('uid')}")
+            raise _conflict(rt, name, f"the UID in the precondition ({pre['uid']}) does not match the UID in record "
+                                      f"({meta.get('uid')}). The object might have been deleted and then recreated",
+                            resource=kind)
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise _conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: "
-                                      f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                      f"{meta.get('resourceVersion')}")
+            raise _conflict(rt, name, f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not "
+                                      f"match the ResourceVersion in record ({meta.get('resourceVersion')}). The "
+                                      "object might have been modified", resource=kind)
 
     def _pod_grace(self, pod: Obj, option: int | None) -> int:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}

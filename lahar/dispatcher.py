@@ -40,7 +40,8 @@ class Dispatcher:
     def __init__(self, client: Any, redis: Any, *, send: Callable[[Key], bool],
                  scheduler_names: tuple[str, ...] = ("volcano",), lease_ttl: float = 15.0,
                  timer_poll_interval: float = 0.25, crd_poll_interval: float = 2.0, identity: str | None = None,
-                 watch_timeout: float = 300.0) -> None:
+                 watch_timeout: float = 300.0,
+                 on_event: Callable[[str, str, dict[str, Any], dict[str, Any] | None], None] | None = None) -> None:
         self.client = client
         self.redis = redis
         self.send = send
@@ -51,6 +52,7 @@ class Dispatcher:
         self.timer_poll_interval = timer_poll_interval
         self.crd_poll_interval = crd_poll_interval
         self.watch_timeout = watch_timeout
+        self.on_event = on_event  # controllers.metrics.DispatchMetrics.observe under `lahar dispatch --metrics-port`
         self.informers: dict[str, Informer] = {}
         self.leading = threading.Event()
         self.stats = {"events": 0, "works": 0, "sent": 0, "deduplicated": 0, "inbox": 0, "timers": 0, "errors": 0}
@@ -61,6 +63,8 @@ class Dispatcher:
     # -- routing (informer threads) ----------------------------------------------------------------------------
 
     def _on(self, kind: str, event: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, event, obj, old)
         siblings: list[dict[str, Any]] = []
         job = None
         if kind == "Pod":

@@ -27,6 +27,7 @@ from celery import Celery, signals
 from kombu import Queue
 
 from lahar.controllers import dispatch, queues, reconcilers, workqueue
+from lahar.controllers import metrics as ctrl_metrics
 from lahar.controllers.context import Context
 from lahar.controllers.workqueue import Key
 from lahar.scheduler import tasks as scheduler_tasks
@@ -130,6 +131,7 @@ class Runtime:
     timers: workqueue.RedisTimers
     inbox: workqueue.RedisInbox
     pid: int = field(default_factory=os.getpid)
+    metrics: ctrl_metrics.ReconcileMetrics = field(default_factory=ctrl_metrics.ReconcileMetrics)
     _client: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -249,16 +251,19 @@ def reconcile(self: Any, kind: str, namespace: str, name: str) -> dict[str, Any]
         # holder die, this timer reconciles the key once its lock has lapsed
         rt.timers.after(rt.wq.lock_ttl_left(key) + 0.5, kind, namespace, name, token=LOCK_TIMER)
         rt.wq.count("locked")
+        rt.metrics.lock_wait(kind)
         return {"outcome": "locked"}
     _heartbeat.hold(key, token)
     try:
         rt.wq.count("reconciles")
         rt.wq.count(f"reconcile:{kind}")
-        result = reconcilers.reconcile(rt.context(), kind, namespace, name)
+        with rt.metrics.timed(kind) as done:
+            result = done(reconcilers.reconcile(rt.context(), kind, namespace, name))
     except Exception as exc:  # the taxonomy: see the module docstring
         delay = workqueue.retry_after(exc, self.request.retries, max_retries=rt.settings.max_retries)
         if delay is None:
             rt.wq.count("dropped")
+            rt.metrics.drop(kind)
             log.warning("reconcile %s: %s: %s (not retried)", key, type(exc).__name__, exc)
             return {"outcome": "failed", "error": f"{type(exc).__name__}: {exc}"}
         rt.wq.count("retries")

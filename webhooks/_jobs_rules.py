@@ -29,6 +29,7 @@ __all__ = [
     "QueueLookups",
     "apply_defaults",
     "default_patch",
+    "int32_error",
     "is_dag",
     "job_queue_state",
     "mpi_task_names",
@@ -85,6 +86,48 @@ def _int(value: Any, default: int = 0) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+INT32_MAX = 2**31 - 1
+
+# the Job's integer fields that Volcano's Go types hold as int32: (path, Go struct the field decodes into)
+_INT32_SPEC = (("minAvailable", "JobSpec"), ("maxRetry", "JobSpec"), ("ttlSecondsAfterFinished", "JobSpec"),
+               ("minSuccess", "JobSpec"))
+_INT32_TASK = (("replicas", "TaskSpec"), ("minAvailable", "TaskSpec"), ("maxRetry", "TaskSpec"))
+
+
+def _int32_problem(value: Any) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return None if -INT32_MAX - 1 <= value <= INT32_MAX else "number"
+    if isinstance(value, float):
+        return "number"
+    return None
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def int32_error(job: Mapping[str, Any]) -> str | None:
+    """Volcano decodes a Job into Go structs whose counts are int32: a value past int32 (`replicas: 1e15`) or with a
+    fraction is refused before any rule runs, with Go's decoding error naming the field; None when every count fits."""
+    spec = _dict(job.get("spec"))
+    for field, struct in _INT32_SPEC:
+        value = spec.get(field)
+        if _int32_problem(value):
+            return (f"json: cannot unmarshal number {_number(value)} into Go struct field {struct}.spec.{field} of "
+                    "type int32")
+    for task in _tasks(spec):
+        for field, struct in _INT32_TASK:
+            value = task.get(field)
+            if _int32_problem(value):
+                return (f"json: cannot unmarshal number {_number(value)} into Go struct field "
+                        f"{struct}.spec.tasks.{field} of type int32")
+    return None
 
 
 def _tasks(spec: Mapping[str, Any]) -> list[dict]:

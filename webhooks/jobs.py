@@ -39,6 +39,10 @@ def validate(req: Request, lookups: Lookups, config: AdmissionConfig | None = No
     """`/jobs/validate`: Volcano's CREATE checks (messages concatenated) and UPDATE restrictions (first error)."""
     config = config or _BUILTIN
     job = req.object or {}
+    if req.operation in ("CREATE", "UPDATE"):
+        overflow = rules.int32_error(job)
+        if overflow:
+            return Verdict.deny(overflow)
     if req.operation == "CREATE":
         msg = rules.validate_create(job, lookups=lookups, namespace=req.namespace,
                                     device_check=devices.check_pod_spec, config=config)

@@ -33,11 +33,14 @@ WORKER_HELP = "\n\n".join((
 
 
 def worker_argv(python: str, *, concurrency: int | None = None, queues: str = "reconcile", pool: str = "prefork",
-                hostname: str | None = None, loglevel: str | None = None, log_format: str | None = None) -> list[str]:
+                hostname: str | None = None, loglevel: str | None = None, log_format: str | None = None,
+                metrics_port: int = 0) -> list[str]:
     """The supervised child's command line: this same command, unsupervised, with the same options."""
     argv = [python, "-m", "lahar.cli", "worker", "--no-supervise", "-Q", queues, "-P", pool]
     if concurrency:
         argv += ["-c", str(concurrency)]
+    if metrics_port:
+        argv += ["--metrics-port", str(metrics_port)]
     if hostname:
         argv += ["--hostname", hostname]
     if loglevel:
@@ -45,6 +48,62 @@ def worker_argv(python: str, *, concurrency: int | None = None, queues: str = "r
     if log_format:
         argv += ["--log-format", log_format]
     return argv
+
+
+def worker_metrics_dir(port: int, *, given: str | None = None, tmp: str | None = None) -> str:
+    """Where the pool's processes write their metric files: PROMETHEUS_MULTIPROC_DIR when set, else
+    `<tmp>/lahar-worker-metrics-<port>`, emptied first: a restarted worker (a container restart keeps its emptyDir
+    /tmp) starts from zero like any restarted process, and a crash loop cannot fill /tmp with old directories."""
+    import shutil
+    import tempfile
+
+    if given:
+        return given
+    path = os.path.join(tmp or tempfile.gettempdir(), f"lahar-worker-metrics-{port}")
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, mode=0o700)
+    return path
+
+
+def _serve_worker_metrics(port: int) -> None:
+    """Serve the reconcile metrics of every pool process (prefork children, threads or solo) on `port`.
+
+    prometheus_client's multiprocess mode: each process writes its values to files in PROMETHEUS_MULTIPROC_DIR
+    (`worker_metrics_dir`), which this process adds up at each scrape, so a counter's total stays right across
+    pool children, including children that exited. Set before the pool forks.
+    """
+    path = worker_metrics_dir(port, given=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    from prometheus_client import CollectorRegistry, start_http_server, values
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    values.ValueClass = values.get_value_class()  # prometheus_client may have been imported before the variable
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=path)
+    start_http_server(port, registry=registry)
+
+
+def _serve_dispatch_metrics(port: int, dispatcher: object, metrics: object, redis_url: str) -> object:
+    """Serve the dispatcher's metrics: its watch events and job phases, its counters, and the queue depth read
+    from Redis at each scrape (a client that fails fast: a scrape while Redis is away says redis_up 0)."""
+    import redis
+    from prometheus_client import start_http_server
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from lahar.controllers import metrics as ctrl_metrics
+
+    scrape = redis.Redis.from_url(redis_url, decode_responses=True, socket_timeout=2, socket_connect_timeout=1,
+                                  retry=Retry(NoBackoff(), 0))
+    registry = metrics.registry  # type: ignore[attr-defined]
+    registry.register(ctrl_metrics.DispatchStats(dispatcher))
+    registry.register(ctrl_metrics.QueueDepth(scrape))
+    server, _ = start_http_server(port, addr="0.0.0.0", registry=registry)
+    return server
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +115,9 @@ def register(app: typer.Typer) -> None:
         hostname: str = typer.Option(None, "--hostname", help="Node name (default lahar@<host>)."),
         loglevel: str = log_level_option(),
         log_format: str = log_format_option(),
+        metrics_port: int = typer.Option(
+            0, "--metrics-port", help="Serve Prometheus metrics (reconciles, latency, lock waits) on this port "
+                                      "(0 = off), summed over the pool's processes."),
         supervise: bool = typer.Option(
             True, "--supervise/--no-supervise",
             help="Run the Celery worker as a child process and start it again when it exits unexpectedly "
@@ -66,10 +128,13 @@ def register(app: typer.Typer) -> None:
             from lahar.supervisor import Supervisor
 
             sup = Supervisor(worker_argv(sys.executable, concurrency=concurrency, queues=queues, pool=pool,
-                                         hostname=hostname, loglevel=loglevel, log_format=log_format))
+                                         hostname=hostname, loglevel=loglevel, log_format=log_format,
+                                         metrics_port=metrics_port))
             sup.install_signal_handlers()
             raise typer.Exit(sup.run())
 
+        if metrics_port:
+            _serve_worker_metrics(metrics_port)
         from lahar.worker import app as celery_app
 
         argv = [*celery_globals(), "worker", "-Q", queues, "-P", pool, "-E", "-l", level,
@@ -82,6 +147,8 @@ def register(app: typer.Typer) -> None:
     def dispatch(
         loglevel: str = log_level_option(),
         log_format: str = log_format_option(),
+        metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics (watch events, "
+                                         "Volcano's job-phase counters, queue depth, timers) on this port (0 = off)."),
     ) -> None:
         """Watch the cluster and enqueue reconcile tasks (one active dispatcher; others wait as standby)."""
         from lahar import worker as celery_worker
@@ -93,9 +160,17 @@ def register(app: typer.Typer) -> None:
         init_logging(loglevel, log_format)
         rt = celery_worker.runtime()
         client = RestClient(kubeconfig.load(s.kubeconfig))
+        metrics = None
+        if metrics_port:
+            from lahar.controllers import metrics as ctrl_metrics
+
+            metrics = ctrl_metrics.DispatchMetrics(default_queue=s.default_queue)
         d = Dispatcher(client, rt.redis, send=lambda key: celery_worker.enqueue(key, rt=rt),
                        scheduler_names=tuple(s.scheduler_names), lease_ttl=s.dispatch_lease_ttl,
-                       timer_poll_interval=s.timer_poll_interval)
+                       timer_poll_interval=s.timer_poll_interval,
+                       on_event=metrics.observe if metrics is not None else None)
+        if metrics is not None:
+            _serve_dispatch_metrics(metrics_port, d, metrics, s.redis_url or celery_worker.DEFAULT_REDIS_URL)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())

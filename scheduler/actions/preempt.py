@@ -17,8 +17,9 @@ PREEMPTABLE_STATUS = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 
 
 def preempt_task(ssn: Session, stmt: Statement, preemptor: Task, keep: Callable[[Task], bool]) -> bool:
-    """Evict victims on the best node where that makes `preemptor` fit, then pipeline it there."""
-    if ssn.pre_predicate(preemptor) is not None:
+    """Evict victims on the best node where that makes `preemptor` fit, then pipeline it there; a task whose
+    `preemptionPolicy` is Never evicts nothing (Volcano's taskEligibleToPreempt)."""
+    if preemptor.preemption_policy == "Never" or ssn.pre_predicate(preemptor) is not None:
         return False
     job = ssn.jobs[preemptor.job]
     queue = ssn.queues[job.queue]
@@ -33,13 +34,16 @@ def preempt_task(ssn: Session, stmt: Statement, preemptor: Task, keep: Callable[
             future = future + v.resreq
         if not fits(preemptor.init_resreq, future):
             continue
+        node_stmt = ssn.statement()  # this node's evictions only: undone if the preemptor does not land here
         for victim in sorted(victims, key=victims_order(ssn, preemptor)):
             if ssn.allocatable(queue, preemptor) and fits(preemptor.init_resreq, arrays.future_idle_row(node)):
                 break
-            stmt.evict(victim, "preempt")
+            node_stmt.evict(victim, "preempt")
         if ssn.allocatable(queue, preemptor) and fits(preemptor.init_resreq, arrays.future_idle_row(node)):
-            stmt.pipeline(preemptor, node)
+            node_stmt.pipeline(preemptor, node)
+            stmt.merge(node_stmt)
             return True
+        node_stmt.discard()
     return False
 
 

@@ -53,10 +53,8 @@ class Reclaim:
             pending = tasks.get(job.uid)
             if not pending or not ssn.job_starving(job):
                 continue
-            task = pending.pop()
-            if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
-                continue
-            if ssn.pre_predicate(task) is not None:
+            task = _next_preemptor(ssn, queue, pending)
+            if task is None:
                 continue
             stmt = statements.setdefault(job.uid, ssn.statement())
             assigned = False
@@ -98,3 +96,16 @@ class Reclaim:
             queues.push(queue)
         for stmt in reversed(list(statements.values())):
             stmt.discard()
+
+
+def _next_preemptor(ssn: Session, queue: Queue, pending: list[Task]) -> Task | None:
+    """The job's next pending task that may reclaim: one with preemptionPolicy Never, one its queue may not reclaim
+    for, or one that fails a pre-predicate is skipped and the next is tried (as Volcano does), not the whole job."""
+    while pending:
+        task = pending.pop()
+        if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
+            continue
+        if ssn.pre_predicate(task) is not None:
+            continue
+        return task
+    return None

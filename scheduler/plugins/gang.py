@@ -12,7 +12,7 @@ from lahar.scheduler.framework.hooks import Code, Status, Vote
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Task, TaskStatus
 
-__all__ = ["Gang"]
+__all__ = ["Gang", "releasing_fills_gang"]
 
 NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
@@ -80,6 +80,8 @@ class Gang:
     def on_session_close(self, ssn: Session) -> None:
         for job in ssn.closing:  # settled jobs keep the conditions they were closed with (Session.close)
             if not job.is_ready():
+                if releasing_fills_gang(job):
+                    continue
                 schedulable = job.ready_task_num() + job.count(TaskStatus.PIPELINED)
                 unready = job.min_available - schedulable
                 msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job.fit_error()}"
@@ -95,4 +97,14 @@ class Gang:
                 })
 
 
+_SCHEDULED = (TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED)
 
+
+def releasing_fills_gang(job: Job) -> bool:
+    """A gang short of minMember only because some of its pods are terminating on their nodes (they still hold
+    their slots), with nothing pending or pipelined, gets no Unschedulable condition (Volcano's
+    shouldSkipUnschedulableForReleasing); releasing pods that never reached a node do not count."""
+    releasing = sum(1 for t in job.index.get(TaskStatus.RELEASING, {}).values() if t.node_name)
+    if releasing == 0 or job.count(TaskStatus.PENDING, TaskStatus.PIPELINED):
+        return False
+    return job.count(*_SCHEDULED) + releasing >= job.min_available

@@ -125,8 +125,8 @@ class Proportion:
                 rows[i, width:2 * width] += t.resreq
             if job.min_resources is None:
                 continue
-            if job.phase == "Inqueue":
-                rows[i, 2 * width:3 * width] += job.min_resources
+            if job.phase == "Inqueue":  # its bound tasks are in allocated already: reserve only the rest
+                rows[i, 2 * width:3 * width] += np.maximum(job.min_resources - job.allocated, 0.0)
             if job.phase == "Running" and job.count(*ALLOCATED) >= job.min_available:
                 rows[i, 2 * width:3 * width] += np.maximum(job.min_resources - job.allocated, 0.0)
             rows[i, 3 * width:] = job.elastic_resources()

@@ -76,7 +76,8 @@ def _env(objs: list[dict], workload: str) -> dict[str, dict]:
 
 def _check_replicas(objs: list[dict]) -> None:
     assert by_kind(objs, "Deployment")["lahar-worker"]["spec"]["replicas"] == 6
-    assert container(objs, "lahar-worker")["args"][-1] == "8"
+    args = container(objs, "lahar-worker")["args"]
+    assert args[args.index("--concurrency") + 1] == "8"
 
 
 def _check_resources(objs: list[dict]) -> None:
@@ -140,6 +141,18 @@ def _check_monitors(objs: list[dict]) -> None:
     assert sm["metadata"]["labels"]["release"] == "prom"
     pm = by_kind(objs, "PodMonitor")["lahar"]
     assert {e["port"] for e in pm["spec"]["podMetricsEndpoints"]} == {"metrics", "https"}
+    (components,) = [e["values"] for e in pm["spec"]["selector"]["matchExpressions"]
+                     if e["key"] == "app.kubernetes.io/component"]
+    assert set(components) == {"scheduler", "worker", "dispatch", "webhook"}
+    ctrl = by_kind(objs, "ServiceMonitor")["lahar-controllers"]
+    assert ctrl["metadata"]["labels"]["release"] == "prom"
+    (components,) = [e["values"] for e in ctrl["spec"]["selector"]["matchExpressions"]
+                     if e["key"] == "app.kubernetes.io/component"]
+    for comp in components:  # each selected Service has the port the endpoint names
+        svc = by_kind(objs, "Service")[f"lahar-{comp}-metrics"]
+        assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == comp
+        assert ctrl["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"]
+    assert set(components) == {"worker", "dispatch"}
 
 
 def _check_api_server_cidrs(objs: list[dict]) -> None:

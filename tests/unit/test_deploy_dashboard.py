@@ -1,6 +1,7 @@
 """deploy/grafana/lahar.json asks only for series lahar exports: every metric name in every query (and every
 `by (...)` label) is read from the code's own registries — the scheduler's prometheus_client collectors, the
-webhook's admission metrics and the policies registry — never from a copied list, so a renamed metric fails here.
+webhook's admission metrics, the policies registry and the controllers' (worker and dispatch) collectors — never
+from a copied list, so a renamed metric fails here.
 """
 
 from __future__ import annotations
@@ -59,9 +60,71 @@ def _webhook_series() -> dict[str, set[str]]:
     return _text_series(text, labels_of) | _text_series(policy_metrics.REGISTRY.render(), labels_of)
 
 
+class _Dispatcher:
+    """Just what `controllers.metrics.DispatchStats` reads of a dispatcher."""
+
+    stats: dict[str, int] = {}
+    informers: dict[str, object] = {}
+
+    def __init__(self) -> None:
+        import threading
+
+        self.leading = threading.Event()
+
+
+class _Pipeline:
+    """A Redis pipeline whose every reply is 0: the queue-depth collector then yields all of its families."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - llen, hlen, zcard, zcount
+        def call(*_: object) -> None:
+            self.calls += 1
+        return call
+
+    def execute(self) -> list[int]:
+        return [0] * self.calls
+
+
+class _Redis:
+    def pipeline(self, transaction: bool = True) -> _Pipeline:
+        return _Pipeline()
+
+
+def _controller_series() -> dict[str, set[str]]:
+    """The worker's and the dispatcher's families, with labels read from samples (one of each is recorded)."""
+    from lahar.controllers import metrics as ctrl
+    from lahar.controllers.context import Result
+
+    worker = ctrl.ReconcileMetrics()
+    with worker.timed("Job") as done:
+        done(Result())
+    worker.lock_wait("Job")
+    worker.drop("Job")
+    dispatch = ctrl.DispatchMetrics()
+    job = {"metadata": {"namespace": "n", "name": "j"}, "spec": {"queue": "q"}}
+    for phase in ctrl.PHASE_COUNTERS:
+        dispatch.observe("Job", "MODIFIED", {**job, "status": {"state": {"phase": phase}}}, job)
+    dispatch.registry.register(ctrl.DispatchStats(_Dispatcher()))
+    dispatch.registry.register(ctrl.QueueDepth(_Redis()))
+    out: dict[str, set[str]] = {}
+    for registry in (worker.registry, dispatch.registry):
+        for family in registry.collect():
+            names = {family.name + suffix for suffix in _SUFFIXES.get(family.type, ("",))}
+            for name in names:
+                out.setdefault(name, set())
+            for sample in family.samples:
+                if sample.name in names:
+                    out[sample.name] |= set(sample.labels)
+    for name in [n for n in out if n.endswith("_bucket")]:
+        out[name].add("le")
+    return out
+
+
 @pytest.fixture(scope="module")
 def exported() -> dict[str, set[str]]:
-    return _scheduler_series() | _webhook_series()
+    return _scheduler_series() | _webhook_series() | _controller_series()
 
 
 def _queries() -> list[tuple[str, str]]:
@@ -103,7 +166,10 @@ def test_the_dashboard_covers_scheduler_webhook_and_policies(exported: dict[str,
     text = " ".join(expr for _, expr in _queries())
     for family in ("volcano_e2e_scheduling_latency_milliseconds", "volcano_schedule_attempts",
                    "lahar_admission_requests_total", "lahar_admission_duration_seconds",
-                   "lahar_config_reload_failures_total", "lahar_policy_decisions_total"):
+                   "lahar_config_reload_failures_total", "lahar_policy_decisions_total",
+                   "lahar_reconcile_total", "lahar_reconcile_duration_seconds", "lahar_reconcile_lock_waits_total",
+                   "lahar_workqueue_depth", "lahar_workqueue_timers", "volcano_job_completed_phase_count",
+                   "volcano_job_failed_phase_count"):
         assert family in text, family
 
 
@@ -113,6 +179,9 @@ CHECKS = [
     ("bad-label", "sum by (queue) (rate(lahar_admission_requests_total[5m]))", ["label queue"]),
     ("regex-miss", 'rate({__name__=~"volcano_nothing(_total)?"}[5m])', ["no series matches"]),
     ("selector-ignored", 'lahar_admission_requests_total{path="/jobs/validate"}', []),
+    ("controller-label", "sum by (kind, result) (rate(lahar_reconcile_total[5m]))", []),
+    ("controller-bad-label", "sum by (queue) (rate(lahar_reconcile_total[5m]))", ["label queue"]),
+    ("phase-counter-no-total", "rate(volcano_job_completed_phase_count_total[5m])", ["unknown metric"]),
 ]
 
 

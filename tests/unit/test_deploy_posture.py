@@ -23,12 +23,17 @@ def _lahar_containers(objs: list[dict]) -> list[tuple[str, dict]]:
 # -- metrics discovery ------------------------------------------------------------------------------------------
 
 
-def test_scheduler_metrics_service_is_annotated_for_prometheus(rendered: list[dict]) -> None:
-    svc = by_kind(rendered, "Service")["lahar-scheduler-metrics"]
+METRICS = [("lahar-scheduler-metrics", "lahar-scheduler"), ("lahar-worker-metrics", "lahar-worker"),
+           ("lahar-dispatch-metrics", "lahar-dispatch")]
+
+
+@pytest.mark.parametrize(("service", "workload"), METRICS, ids=[m[1] for m in METRICS])
+def test_metrics_service_is_annotated_for_prometheus(rendered: list[dict], service: str, workload: str) -> None:
+    svc = by_kind(rendered, "Service")[service]
     ann = svc["metadata"]["annotations"]
     assert (ann["prometheus.io/scrape"], ann["prometheus.io/port"], ann["prometheus.io/path"]) == \
         ("true", "9090", "/metrics")
-    pod = by_kind(rendered, "Deployment")["lahar-scheduler"]["spec"]["template"]
+    pod = by_kind(rendered, "Deployment")[workload]["spec"]["template"]
     assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     (port,) = svc["spec"]["ports"]
     named = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
@@ -37,11 +42,25 @@ def test_scheduler_metrics_service_is_annotated_for_prometheus(rendered: list[di
     assert args[args.index("--metrics-port") + 1] == ann["prometheus.io/port"]
 
 
-def test_network_policy_admits_the_monitoring_namespace_to_metrics(rendered: list[dict]) -> None:
-    policy = by_kind(rendered, "NetworkPolicy")["lahar-scheduler-metrics-ingress"]["spec"]
+@pytest.mark.parametrize(("name", "components"), [("lahar-scheduler-metrics-ingress", {"scheduler"}),
+                                                  ("lahar-controllers-metrics-ingress", {"worker", "dispatch"})],
+                         ids=["scheduler", "controllers"])
+def test_network_policy_admits_the_monitoring_namespace_to_metrics(rendered: list[dict], name: str,
+                                                                   components: set[str]) -> None:
+    policy = by_kind(rendered, "NetworkPolicy")[name]["spec"]
     (rule,) = policy["ingress"]
     assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}} in rule["from"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 9090}]
+    selected = {c for c in ("scheduler", "worker", "dispatch", "webhook", "beat")
+                if _selects(policy["podSelector"], {"app.kubernetes.io/name": "lahar", "app.kubernetes.io/component": c})}
+    assert selected == components
+
+
+def _selects(selector: dict, labels: dict[str, str]) -> bool:
+    """A label selector's matchLabels and `In` matchExpressions (all these policies use)."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    return all(e["operator"] == "In" and labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", []))
 
 
 # -- pod settings -----------------------------------------------------------------------------------------------

@@ -125,6 +125,42 @@ FLAT_CASES: list[dict[str, Any]] = [
 ]
 
 
+# upstream's current flat cases 7-10 (issues #4918 and #5048), in the same tier
+_GPU = "nvidia.com/gpu"
+FLAT_CASES += [
+    dict(id="gpu-in-deserved-not-in-allocated-not-reclaimed",
+         nodes=[n("n7", "4", "8Gi", **{_GPU: "4"})],
+         queues=[q("queue14", deserved=res("2", "4Gi", **{_GPU: "2"})), q("queue15"),
+                 q("queue16", deserved=res("2", "4Gi", **{_GPU: "2"}))],
+         podgroups=[pg("pg22", "queue14", "Running"), pg("pg23", "queue15", "Running"),
+                    pg("pg24", "queue16", "Running"), pg("pg25", "queue16", "Inqueue")],
+         pods=[p("p22", "pg22", "2", "4Gi", on="n7"), p("p23", "pg23", "0", "0Gi", on="n7", **{_GPU: "1"}),
+               p("p24", "pg24", "2", "1Gi", on="n7", **{_GPU: "1"}), p("p25", "pg25", "2", "3Gi", **{_GPU: "1"})],
+         evicted=[], pipelined={}),
+    dict(id="reclaimer-dimensions-pick-the-gpu-victim-only",
+         nodes=[n("n8", "4", "8Gi", **{_GPU: "1"})],
+         queues=[q("queue17", deserved=res("2", "2Gi")), q("queue18", deserved=res("2", "4Gi", **{_GPU: "1"}))],
+         podgroups=[pg("pg26", "queue17", "Running"), pg("pg27", "queue17", "Running"), pg("pg28", "queue17", "Running"),
+                    pg("pg29", "queue18", "Running"), pg("pg30", "queue18", "Inqueue")],
+         pods=[p("p26", "pg26", "0", "4Gi", on="n8"), p("p27", "pg27", "1", "0Gi", on="n8"),
+               p("p28", "pg28", "0", "0Gi", on="n8", **{_GPU: "1"}), p("p29", "pg29", "2", "4Gi", on="n8"),
+               p("p30", "pg30", "1", "0Gi", **{_GPU: "1"})],
+         evicted=["ns1/p28"], pipelined={"ns1/p30": "n8"}),
+    dict(id="gpu-only-deserved-victim-below-it-not-reclaimed-on-cpu",
+         nodes=[n("n8", "4", "8Gi", **{_GPU: "1"})],
+         queues=[q("queue19", deserved={_GPU: "1"}), q("queue20", deserved=res("2", "2Gi"))],
+         podgroups=[pg("pg31", "queue19", "Running"), pg("pg32", "queue20", "Inqueue")],
+         pods=[p("p31", "pg31", "4", "4Gi", on="n8", **{_GPU: "1"}), p("p32", "pg32", "1", "1Gi")],
+         evicted=[], pipelined={}),
+    dict(id="no-reclaim-past-capability",
+         nodes=[n("n9", "8", "100Gi"), n("n10", "8", "100Gi")],
+         queues=[q("queue21", deserved=res("8", "100Gi"), cap=res("8", "100Gi")), q("queue22", cap=res("2", "5Gi"))],
+         podgroups=[pg("pg33", "queue21", "Running"), pg("pg34", "queue21", "Inqueue"), pg("pg35", "queue22", "Running")],
+         pods=[p("p33", "pg33", "7", "90Gi", on="n9"), p("p34", "pg34", "2", "5Gi"), p("p35", "pg35", "2", "5Gi", on="n10")],
+         evicted=[], pipelined={}),
+]
+
+
 def _check(d: Any, case: dict[str, Any]) -> None:
     if "binds" in case:
         assert d.bind_map() == case["binds"]
@@ -330,3 +366,43 @@ HELPERS = [
 @pytest.mark.parametrize(("got", "want"), [h[1:] for h in HELPERS], ids=[h[0] for h in HELPERS])
 def test_helpers(got: Any, want: Any) -> None:
     assert got == want
+
+
+# --- upstream capacity_test.go Test_updateQueueAttrShare: a queue's share over [cpu, memory]; a queue without deserved
+# is best effort (share 1 whatever it holds or asks for); pending requests never count ---------------------------------
+
+_GI = 1024.0 ** 3
+_NONE = (0.0, 0.0)
+SHARES: list[tuple[str, tuple[float, float], tuple[float, float], float]] = [
+    ("best-effort-with-allocated", _NONE, (1, _GI), 1.0),
+    ("best-effort-with-pending-requests-only", _NONE, _NONE, 1.0),
+    ("best-effort-with-allocated-and-request", _NONE, (1, _GI), 1.0),
+    ("best-effort-idle", _NONE, _NONE, 1.0),
+    ("deserved-nothing-allocated", (2, 2 * _GI), _NONE, 0.0),
+    ("allocated-below-deserved", (2, 2 * _GI), (1, _GI), 0.5),
+    ("allocated-equals-deserved", (2, 2 * _GI), (2, 2 * _GI), 1.0),
+    ("allocated-above-deserved-on-cpu", (2, 2 * _GI), (3, 2 * _GI), 1.5),
+    ("memory-dominant", (2, 4 * _GI), (1, 3 * _GI), 0.75),
+    ("cpu-dominant", (2, 4 * _GI), (1.5, 2 * _GI), 0.75),
+    ("above-deserved-on-both", (2, 2 * _GI), (3, 3 * _GI), 1.5),
+    ("request-does-not-count", (2, 2 * _GI), (1, _GI), 0.5),
+    ("zero-deserved-is-best-effort", _NONE, (1, _GI), 1.0),
+    ("deserved-zero-allocated", (2, 2 * _GI), _NONE, 0.0),
+    ("best-effort-cpu-only", _NONE, (1, 0), 1.0),
+    ("best-effort-memory-only", _NONE, (0, _GI), 1.0),
+    ("best-effort-cpu-request-only", _NONE, _NONE, 1.0),
+]
+
+
+@pytest.mark.parametrize(("deserved", "allocated", "share"), [s[1:] for s in SHARES], ids=[s[0] for s in SHARES])
+def test_queue_share_upstream(deserved: tuple[float, float], allocated: tuple[float, float], share: float) -> None:
+    assert capacity.queue_share(np.array(allocated, dtype=float), np.array(deserved, dtype=float)) == pytest.approx(share)
+
+
+def test_no_double_counting_for_inqueue_job_with_bound_tasks_upstream() -> None:
+    """TestNoDoubleCountingForInqueueJobWithBindingTasks: pgA (minResources 3 CPU) is still Inqueue though its three
+    1-CPU pods are bound; they count once, so pgB (1 CPU) fits q1's 4 CPU and is enqueued and bound."""
+    d = run(pods=[*(p(f"pA{i}", "pgA", "1", "1Gi").on("n1", "Pending") for i in (1, 2, 3)), p("pB1", "pgB", "1", "1Gi")],
+            podgroups=[pg("pgA", "q1", "Inqueue", 3, cpu="3", memory="3Gi"), pg("pgB", "q1", "Pending", cpu="1", memory="1Gi")],
+            nodes=[n("n1", "4", "8Gi")], queues=[q("q1", cap=res("4", "8Gi"))], conf=ENQUEUE)
+    assert d.bind_map() == {"ns1/pB1": "n1"}

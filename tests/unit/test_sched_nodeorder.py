@@ -212,3 +212,80 @@ def test_spread_schedule_anyway_balances_a_gang_across_zones() -> None:
     d = run(pods=pods, nodes=nodes, podgroups=[podgroup("pg").min(4)], queues=[queue("c1")], conf=CONF)
     zones = [n[:1] for n in d.bind_map().values()]
     assert sorted(zones) == ["a", "a", "b", "b"]
+
+
+# --- upstream nodeorder_test.go TestNodeOrderPlugin, case by case: allocate with gang (job ready) and nodeorder
+# (node order) alone, every weight 0 except the one under test. TestInitPlugin is not ported: it checks Go-side
+# registration lists that lahar has no counterpart of (a weight of 0 simply adds nothing here) -----------------------
+
+def _nodeorder_conf(**weights: int) -> str:
+    from lahar.scheduler.framework.conf import SWITCHES
+    off = {s: False for s in SWITCHES if s != "enableHierarchy"}
+    names = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity", "tainttoleration", "podaffinity",
+             "podtopologyspread", "imagelocality")
+    args = {f"{n}.weight": weights.get(n, 0) for n in names}
+    return tiers_conf("allocate", [{"name": "gang", **off, "enableJobReady": True},
+                                   {"name": "nodeorder", **off, "enableNodeOrder": True, "arguments": args}])
+
+
+def _preferred_zone(p: pod) -> pod:
+    p.obj["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["zone1"]}]}}]}}
+    return p
+
+
+def _prefers_service_s1(p: pod) -> pod:
+    p.obj["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"service": "s1"}},
+                                            "topologyKey": "kubernetes.io/hostname"}}]}}
+    return p
+
+
+def _spread_by_zone(p: pod) -> pod:
+    p.obj["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone",
+                                                   "whenUnsatisfiable": "ScheduleAnyway",
+                                                   "labelSelector": {"matchLabels": {"app": "foo"}}}]
+    return p
+
+
+def _host(n: node) -> node:
+    return n.label(**{"kubernetes.io/hostname": n.obj["metadata"]["name"]})  # type: ignore[return-value]
+
+
+NODEORDER_UPSTREAM: list[dict[str, Any]] = [
+    dict(id="least-allocated", weights={"leastrequested": 1},
+         pods=[pod("p1").req("1", "1G").group("pg1")],
+         nodes=[node("n1").alloc("2", "4Gi", 10), node("n2").alloc("4", "8Gi", 10)], binds={"c1/p1": "n2"}),
+    dict(id="most-allocated", weights={"mostrequested": 1},
+         pods=[pod("p1").req("1", "1G").group("pg1")],
+         nodes=[node("n1").alloc("2", "4Gi", 10), node("n2").alloc("4", "8Gi", 10)], binds={"c1/p1": "n1"}),
+    dict(id="balanced-allocation-prefers-the-balanced-node", weights={"balancedresource": 10},
+         pods=[pod("p1").req("1", "1Gi").group("pg1")],
+         nodes=[node("n1").alloc("2", "2Gi", 10), node("n2").alloc("4", "2Gi", 10)], binds={"c1/p1": "n1"}),
+    dict(id="preferred-node-affinity", weights={"nodeaffinity": 10},
+         pods=[_preferred_zone(pod("p1").req("1", "1G").group("pg1"))],
+         nodes=[node("n1").alloc("2", "4Gi", 10).label(zone="zone1"), node("n2").alloc("2", "4Gi", 10).label(zone="zone2")],
+         binds={"c1/p1": "n1"}),
+    dict(id="prefer-no-schedule-taint-avoided", weights={"tainttoleration": 10},
+         pods=[pod("p1").req("1", "1G").group("pg1")],
+         nodes=[node("n1").alloc("2", "4Gi", 10), node("n2").alloc("2", "4Gi", 10).taint("key1", "value1", "PreferNoSchedule")],
+         binds={"c1/p1": "n1"}),
+    dict(id="preferred-inter-pod-affinity", weights={"podaffinity": 10},
+         pods=[pod("p1").req("1", "1G").group("pg1").label(service="s1").on("n1"),
+               pod("p-noise").req("1", "1G").group("pg1").label(service="s2").on("n3"),
+               _prefers_service_s1(pod("p2").req("1", "1G").group("pg1"))],
+         nodes=[_host(node(f"n{i}").alloc("2", "4Gi", 10)) for i in (1, 2, 3)], binds={"c1/p2": "n1"}),
+    dict(id="topology-spread-schedule-anyway-emptiest-zone", weights={"podtopologyspread": 10},
+         pods=[pod("p1").req("1", "1G").group("pg1").label(app="foo").on("n1"),
+               pod("p2").req("1", "1G").group("pg1").label(app="foo").on("n1"),
+               pod("p3").req("1", "1G").group("pg1").label(app="foo").on("n2"),
+               _spread_by_zone(pod("p4").req("1", "1G").group("pg1").label(app="foo"))],
+         nodes=[node(f"n{i}").alloc("4", "4Gi", 10).label(zone=f"zone{i}") for i in (1, 2, 3)], binds={"c1/p4": "n3"}),
+]
+
+
+@pytest.mark.parametrize("case", NODEORDER_UPSTREAM, ids=[c["id"] for c in NODEORDER_UPSTREAM])
+def test_nodeorder_upstream(case: dict[str, Any]) -> None:
+    d = run(podgroups=[podgroup("pg1").min(0).queue("c1")], pods=case["pods"], nodes=case["nodes"],
+            queues=[queue("c1")], conf=_nodeorder_conf(**case["weights"]))
+    assert d.bind_map() == case["binds"]

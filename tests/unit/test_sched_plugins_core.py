@@ -127,3 +127,89 @@ def test_priority_orders_tasks_and_jobs() -> None:
             pods=[pod("a").req("2", "1Gi").group("pg").priority(1), pod("b").req("2", "1Gi").group("pg").priority(9)],
             nodes=[node("n1").alloc("2", "8Gi")], queues=[queue("c1")], conf=conf)
     assert d.bind_map() == {"c1/b": "n1"}
+
+
+# --- upstream gang_test.go (shouldSkipUnschedulableForReleasing) and conformance_test.go, as session runs ----------
+
+def _releasing(name: str, node_name: str | None) -> pod:
+    p = pod(name).req("1", "1Gi").group("pg1").deleting()
+    return p.on(node_name) if node_name else p
+
+
+GANG_RELEASING: list[dict[str, Any]] = [
+    dict(id="partial-termination-no-condition", min=2,
+         pods=[pod("running").req("1", "1Gi").group("pg1").on("node-1"), _releasing("releasing", "node-2")],
+         unschedulable=False),
+    dict(id="pending-replacement-still-needs-condition", min=2,
+         pods=[pod("running").req("1", "1Gi").group("pg1").on("node-1"), _releasing("releasing", "node-2"),
+               pod("replacement").req("9", "1Gi").group("pg1")], unschedulable=True),
+    dict(id="pipelined-replacement-still-needs-condition", min=2,  # fits only onto node-2's releasing CPU
+         pods=[pod("running").req("1", "1Gi").group("pg1").on("node-1"), _releasing("releasing", "node-2"),
+               pod("replacement").req("1", "1Gi").group("pg1")], unschedulable=True),
+    dict(id="never-scheduled-releasing-not-counted", min=1, pods=[_releasing("releasing", None)],
+         unschedulable=True),
+    dict(id="scheduled-tasks-below-min-available", min=3,
+         pods=[pod("running").req("1", "1Gi").group("pg1").on("node-1"), _releasing("releasing", "node-2")],
+         unschedulable=True),
+]
+
+
+@pytest.mark.parametrize("case", GANG_RELEASING, ids=[c["id"] for c in GANG_RELEASING])
+def test_gang_unschedulable_condition_with_releasing_tasks_upstream(case: dict[str, Any]) -> None:
+    """A gang short of minMember only because some of its scheduled pods are terminating gets no Unschedulable
+    condition (those pods still hold their slots); pending or pipelined work, or too few pods, still gets one."""
+    d = run(podgroups=[podgroup("pg1").min(case["min"]).phase("Running")], pods=case["pods"],
+            nodes=[node("node-1").alloc("1", "8Gi"), node("node-2").alloc("1", "8Gi"), node("node-3").alloc("0", "8Gi")],
+            queues=[queue("c1")])
+    conds = [c for c in d.podgroups["c1/pg1"].status.get("conditions", []) if c["type"] == "Unschedulable"]
+    assert bool(conds) is case["unschedulable"], d.podgroups["c1/pg1"].status
+
+
+def test_conformance_spares_kube_system_upstream() -> None:
+    """TestConformancePlugin: of two preemptees, the one in kube-system is never a victim."""
+    from lahar.scheduler.framework.snapshot import build
+    from lahar.scheduler.plugins.conformance import Conformance
+    snap = build(pods=[pod("test-pod", "kube-system").req("1", "1Gi").group("pg1").on("test-node").build(),
+                       pod("test-pod", "test-namespace").req("1", "1Gi").group("pg1").on("test-node").build()],
+                 podgroups=[podgroup("pg1", "kube-system").build(), podgroup("pg1", "test-namespace").build()],
+                 queues=[queue("c1").build()])
+    tasks = [t for j in snap.jobs.values() for t in j.tasks.values()]
+    victims = Conformance().preemptable(tasks[0], sorted(tasks, key=lambda t: t.namespace))
+    assert [t.namespace for t in victims or []] == ["test-namespace"]
+
+
+# upstream priority_test.go TestPreempt: allocate then preempt with priority alone in the tier, its eviction votes
+# (enablePreemptable, enableReclaimable) on or off; the UnifiedEvictable case is not ported (no gang preempt action)
+def _priority_tier(evict: bool) -> str:
+    from lahar.scheduler.framework.conf import SWITCHES
+    on = {"enableTaskOrder", "enableJobOrder", "enableJobStarving"} | ({"enablePreemptable", "enableReclaimable"}
+                                                                        if evict else set())
+    return tiers_conf("allocate, preempt", [{"name": "priority", **{s: s in on for s in SWITCHES
+                                                                      if s != "enableHierarchy"}}])
+
+
+PRIORITY_PREEMPT: list[dict[str, Any]] = [
+    dict(id="enable-preemptable-evicts-lower-priority-task", evict=True,
+         pods=[pod("preemptee1", "ns1").req("3", "3G").group("pg1").on("node1").preemptable(True),
+               pod("preemptee2", "ns1").req("3", "3G").group("pg1").on("node1").preemptable(True).priority(1000),
+               pod("preemptor1", "ns2").req("3", "3G").group("pg2")],
+         nodes=[node("node1").alloc("6", "6G", pods=10), node("node2").alloc("2", "2G", pods=10)],
+         evicted=["ns1/preemptee1"], pipelined={"ns2/preemptor1": "node1"}),
+    dict(id="disable-preemptable-evicts-nothing", evict=False,
+         pods=[pod("preemptee1", "ns1").req("3", "3G").group("pg1").on("node1").preemptable(True),
+               pod("preemptee2", "ns1").req("3", "3G").group("pg1").on("node2").preemptable(False),
+               pod("preemptor1", "ns2").req("3", "3G").group("pg2")],
+         nodes=[node("node1").alloc("3", "3G", pods=10), node("node2").alloc("3", "3G", pods=10)],
+         evicted=[], pipelined={}),
+]
+
+
+@pytest.mark.parametrize("case", PRIORITY_PREEMPT, ids=[c["id"] for c in PRIORITY_PREEMPT])
+def test_priority_preempt_upstream(case: dict[str, Any]) -> None:
+    d = run(podgroups=[podgroup("pg1", "ns1").min(1).queue("q1").priority_class("low-priority"),
+                       podgroup("pg2", "ns2").min(1).queue("q1").priority_class("high-priority")],
+            pods=case["pods"], nodes=case["nodes"], queues=[queue("q1").capability(cpu="6", memory="6G")],
+            priority_classes=[priority_class("low-priority", 100), priority_class("high-priority", 1000)],
+            conf=_priority_tier(case["evict"]))
+    assert sorted(f"{e.namespace}/{e.name}" for e in d.evictions) == case["evicted"]
+    assert d.pipelined == case["pipelined"]

@@ -358,9 +358,14 @@ def test_finished_pods_delete_at_once(s: store.Store) -> None:
     assert not exists(s, PODS, "default", "p")
 
 
+# kube-apiserver's texts for DELETE (rest.BeforeDelete checks preconditions before storage does), found by running
+# the conformance suite on the real one; the resource is the object's Kind, as there.
 DELETE_PRECONDITIONS = [
-    ("uid", {"uid": "other"}, "Precondition failed: UID in precondition: other, UID in object meta: "),
-    ("resourceVersion", {"resourceVersion": "1"}, "Precondition failed: ResourceVersion in precondition: 1, "),
+    ("uid", {"uid": "other"}, 'Operation cannot be fulfilled on ConfigMap "a": the UID in the precondition (other) '
+                              "does not match the UID in record ("),
+    ("resourceVersion", {"resourceVersion": "1"}, 'Operation cannot be fulfilled on ConfigMap "a": the '
+                                                  "ResourceVersion in the precondition (1) does not match the "
+                                                  "ResourceVersion in record ("),
 ]
 
 

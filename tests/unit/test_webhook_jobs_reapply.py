@@ -153,3 +153,20 @@ def test_mutate_on_update_restores_the_defaults_a_reapply_drops(first: dict, aga
     if again == first:
         assert result == old
     assert all(t.get("maxRetry") == 3 and t.get("minAvailable") is not None for t in result["spec"]["tasks"])
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"minAvailable": 1, "tasks": [{"name": "w", "replicas": 2}]}, None),
+    ({"tasks": [{"name": "w", "replicas": 2147483647}]}, None),
+    ({"tasks": [{"name": "w", "replicas": 1e15}]},
+     "json: cannot unmarshal number 1e+15 into Go struct field TaskSpec.spec.tasks.replicas of type int32"),
+    ({"tasks": [{"name": "w", "replicas": 2147483648}]},
+     "json: cannot unmarshal number 2147483648 into Go struct field TaskSpec.spec.tasks.replicas of type int32"),
+    ({"minAvailable": 1.5, "tasks": [{"name": "w", "replicas": 2}]},
+     "json: cannot unmarshal number 1.5 into Go struct field JobSpec.spec.minAvailable of type int32"),
+    ({"maxRetry": -3000000000, "tasks": [{"name": "w", "replicas": 1}]},
+     "json: cannot unmarshal number -3000000000 into Go struct field JobSpec.spec.maxRetry of type int32"),
+    ({"tasks": [{"name": "w", "replicas": 2.0}]}, None),
+], ids=["fits", "int32-max", "1e15", "int32-max-plus-one", "fraction", "negative-overflow", "integral-float"])
+def test_counts_past_int32_are_refused_as_volcano_decodes_them(spec: dict, expected: str | None) -> None:
+    assert rules.int32_error({"spec": spec}) == expected

@@ -57,7 +57,8 @@ def test_forwarded_signal(received: int, want: int) -> None:
       "log_format": "json"},
      ["-Q", "reconcile,scheduling", "-P", "solo", "-c", "2", "--hostname", "w@%h", "--log-level", "DEBUG",
       "--log-format", "json"]),
-], ids=["defaults", "every-option"])
+    ({"metrics_port": 9090}, ["-Q", "reconcile", "-P", "prefork", "--metrics-port", "9090"]),
+], ids=["defaults", "every-option", "metrics-port"])
 def test_the_child_is_lahar_worker_unsupervised(kwargs: dict, tail: list[str]) -> None:
     assert worker_argv("py", **kwargs) == ["py", "-m", "lahar.cli", "worker", "--no-supervise", *tail]
 

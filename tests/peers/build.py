@@ -1,0 +1,227 @@
+"""Build the real programs lahar is tested against (kube-apiserver, etcd, kube-controller-manager, kwok).
+
+`make peers` runs this; tests/realcluster finds the binaries through `binary(name)`. Each peer is built
+with the Go toolchain from the module proxy at a pinned version, into a cache outside the work tree
+(`$LAHAR_PEERS_CACHE`, default `~/.cache/lahar-peers/<name>-<version>/<name>`). A cached peer is skipped,
+so a second run takes seconds. Builds run under `nice -n 19` with one package at a time (`-p=1`;
+`LAHAR_PEERS_BUILD_JOBS=N` on a machine of one's own), so they never starve the tests of whoever shares it.
+
+Modules whose go.mod points other modules at local directories (k8s.io/kubernetes and its staging
+`k8s.io/*` modules, etcd's server and its api/client/pkg modules) cannot be `go install`ed by version,
+so each peer is built from a small generated wrapper module that requires the module at its version
+and replaces each locally-replaced module by the same module at the matching released version
+(`k8s.io/kubernetes v1.X.Y` ↔ staging `v0.X.Y`; etcd's modules share one version).
+
+Usage: python tests/peers/build.py [--list] [name ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PEERS", "Peer", "binary", "cache_root", "main", "missing_reason"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """One program: the module it comes from, its version and the main package inside it."""
+
+    name: str
+    module: str
+    version: str
+    package: str
+    ldflags: tuple[str, ...] = ()
+
+
+_KUBE = "v1.35.4"
+_KUBE_LDFLAGS = tuple(
+    f"-X {pkg}.{key}={value}"
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+    for key, value in (("gitVersion", _KUBE), ("gitMajor", "1"), ("gitMinor", _KUBE.split(".")[1]),
+                       ("gitTreeState", "clean"))
+)
+
+# In build order: the essential pair first, then the controllers, then the simulated nodes.
+PEERS: tuple[Peer, ...] = (
+    Peer("etcd", "go.etcd.io/etcd/server/v3", "v3.6.16", "go.etcd.io/etcd/server/v3"),
+    Peer("kube-apiserver", "k8s.io/kubernetes", _KUBE, "k8s.io/kubernetes/cmd/kube-apiserver", _KUBE_LDFLAGS),
+    Peer("kube-controller-manager", "k8s.io/kubernetes", _KUBE, "k8s.io/kubernetes/cmd/kube-controller-manager",
+         _KUBE_LDFLAGS),
+    Peer("kwok", "sigs.k8s.io/kwok", "v0.8.0", "sigs.k8s.io/kwok/cmd/kwok"),
+)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("LAHAR_PEERS_CACHE") or Path.home() / ".cache" / "lahar-peers")
+
+
+def _peer(name: str) -> Peer:
+    for peer in PEERS:
+        if peer.name == name:
+            return peer
+    raise KeyError(f"unknown peer {name!r}; known: {', '.join(p.name for p in PEERS)}")
+
+
+def binary(name: str) -> Path | None:
+    """The cached binary of peer `name`, or None when it has not been built."""
+    peer = _peer(name)
+    path = cache_root() / f"{peer.name}-{peer.version}" / peer.name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def missing_reason(name: str) -> str:
+    """Why `binary(name)` is None, for a pytest skip: names the peer, its module and what to run."""
+    peer = _peer(name)
+    failed = cache_root() / f"{peer.name}-{peer.version}" / "build-failed.txt"
+    why = f"{peer.name} ({peer.module}@{peer.version}) is not built"
+    if failed.is_file():
+        why += f"; its last build failed: {failed.read_text(errors='replace').strip().splitlines()[-1][:200]}"
+    elif shutil.which("go") is None:
+        why += "; no Go toolchain on this machine"
+    return why + "; run `make peers`"
+
+
+def staging_version(module: str, version: str, replaced: str) -> str:
+    """The released version of a module that `module@version` replaces with a local directory.
+
+    k8s.io/kubernetes v1.X.Y publishes its staging modules (k8s.io/api, k8s.io/apiserver, ...) as v0.X.Y;
+    every other multi-module repository (etcd) tags its modules with one shared version.
+    """
+    if module == "k8s.io/kubernetes" and replaced.startswith("k8s.io/"):
+        major, minor, patch = version.lstrip("v").split(".", 2)
+        return f"v0.{minor}.{patch}"
+    return version
+
+
+_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+\S+)?\s+=>\s+(\S+)\s*$")
+
+
+def local_replaces(gomod: str) -> list[str]:
+    """The modules a go.mod replaces with a local directory (`k8s.io/api => ./staging/src/k8s.io/api`)."""
+    found = []
+    for line in gomod.splitlines():
+        match = _REPLACE.match(line.split("//", 1)[0])
+        if match and match.group(2).startswith(".") and "FORBIDDEN" not in match.group(2):
+            found.append(match.group(1))
+    return found
+
+
+def wrapper_gomod(peer: Peer, upstream_gomod: str) -> str:
+    """A go.mod that requires `peer.module@peer.version` with its local replaces pinned to released versions."""
+    go_line = next((ln for ln in upstream_gomod.splitlines() if ln.startswith("go ")), "go 1.25.0")
+    lines = [f"module lahar.local/peers/{peer.name}", "", go_line, "", f"require {peer.module} {peer.version}", ""]
+    for mod in local_replaces(upstream_gomod):
+        lines.append(f"replace {mod} => {mod} {staging_version(peer.module, peer.version, mod)}")
+    return "\n".join(lines) + "\n"
+
+
+def build_jobs() -> int:
+    """Go's `-p` for the builds: `$LAHAR_PEERS_BUILD_JOBS` (a positive integer), else 1."""
+    raw = os.environ.get("LAHAR_PEERS_BUILD_JOBS", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"LAHAR_PEERS_BUILD_JOBS must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # One package at a time unless told otherwise (LAHAR_PEERS_BUILD_JOBS on a machine of one's own).
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + f" -p={build_jobs()} -mod=mod").strip()
+    env.setdefault("CGO_ENABLED", "0")
+    env["GOTOOLCHAIN"] = "local"
+    return env
+
+
+def _run(cmd: list[str], *, cwd: Path) -> str:
+    proc = subprocess.run(["nice", "-n", "19", *cmd], cwd=cwd, env=_go_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-2000:]}")
+    return proc.stdout
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Any:
+    """One builder per peer at a time (two `make peers` at once wait for each other instead of both compiling)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def build(peer: Peer) -> tuple[str, float]:
+    """Build one peer into the cache unless it is there; returns ("cached"|"built", seconds)."""
+    started = time.monotonic()
+    out_dir = cache_root() / f"{peer.name}-{peer.version}"
+    with _locked(cache_root() / "locks" / f"{peer.module.replace('/', '_')}-{peer.version}.lock"):
+        if binary(peer.name) is not None:
+            return "cached", time.monotonic() - started
+        _build(peer, out_dir)
+    return "built", time.monotonic() - started
+
+
+def _build(peer: Peer, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "build-failed.txt").unlink(missing_ok=True)
+    src = cache_root() / "src" / f"{peer.module.replace('/', '_')}-{peer.version}"
+    src.mkdir(parents=True, exist_ok=True)
+    try:
+        info = json.loads(_run(["go", "mod", "download", "-json", f"{peer.module}@{peer.version}"], cwd=src))
+        upstream = Path(info["GoMod"]).read_text()
+        gomod = src / "go.mod"
+        wanted = wrapper_gomod(peer, upstream)
+        if not gomod.is_file() or not (src / "go.sum").is_file() or gomod.read_text() != wanted:
+            gomod.write_text(wanted)
+            (src / "go.sum").unlink(missing_ok=True)
+        _run(["go", "get", f"{peer.package}@{peer.version}"], cwd=src)
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            target = Path(tmp) / peer.name
+            ldflags = " ".join(("-s", "-w", *peer.ldflags))
+            _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(target), peer.package], cwd=src)
+            target.replace(out_dir / peer.name)
+    except (RuntimeError, OSError, KeyError, ValueError) as exc:
+        (out_dir / "build-failed.txt").write_text(f"{exc}\n")
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="peers to build (default: all)")
+    parser.add_argument("--list", action="store_true", help="print each peer's state and exit")
+    args = parser.parse_args(argv)
+    peers = [_peer(n) for n in args.names] if args.names else list(PEERS)
+    if args.list:
+        for peer in peers:
+            path = binary(peer.name)
+            print(f"{peer.name:24} {peer.module}@{peer.version:10} {path or missing_reason(peer.name)}")
+        return 0
+    if shutil.which("go") is None:
+        print("peers: no Go toolchain; the real-cluster tests will skip", file=sys.stderr)
+        return 0
+    failed = 0
+    total = time.monotonic()
+    for peer in peers:
+        try:
+            state, seconds = build(peer)
+            print(f"peers: {peer.name} {peer.version}: {state} in {seconds:.1f} s", flush=True)
+        except (RuntimeError, OSError, KeyError, ValueError) as exc:
+            failed += 1
+            print(f"peers: {peer.name} {peer.version}: FAILED: {str(exc)[-600:]}", file=sys.stderr, flush=True)
+    print(f"peers: done in {time.monotonic() - total:.1f} s ({failed} failed)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

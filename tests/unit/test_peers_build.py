@@ -1,0 +1,132 @@
+"""The pure parts of tests/peers/build.py (`make peers`): which modules a wrapper go.mod must pin, to what version,
+and the skip reason a real-cluster test gives when a peer is not built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.peers import build
+
+KUBE_GOMOD = """\
+module k8s.io/kubernetes
+
+go 1.25.0
+
+godebug default=go1.25
+
+require (
+\tgithub.com/spf13/cobra v1.10.0
+\tk8s.io/api v0.0.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/apiserver => ./staging/src/k8s.io/apiserver // the staging copy
+)
+"""
+
+ETCD_GOMOD = """\
+module go.etcd.io/etcd/server/v3
+
+go 1.26.0
+
+replace (
+\tgo.etcd.io/etcd/api/v3 => ../api
+\tgo.etcd.io/etcd/client/v3 => ../client/v3
+)
+
+// Bad imports are sometimes causing attempts to pull that code.
+replace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY
+replace github.com/example/fork => github.com/example/fork v1.2.3
+"""
+
+
+@pytest.mark.parametrize(("gomod", "expected"), [
+    (KUBE_GOMOD, ["k8s.io/api", "k8s.io/apiserver"]),
+    (ETCD_GOMOD, ["go.etcd.io/etcd/api/v3", "go.etcd.io/etcd/client/v3"]),
+    ("module sigs.k8s.io/kwok\n\ngo 1.26.0\n\nrequire k8s.io/api v0.36.1\n", []),
+], ids=["kubernetes-staging", "etcd-siblings-without-forbidden-and-module-replaces", "kwok-none"])
+def test_local_replaces(gomod: str, expected: list[str]) -> None:
+    assert build.local_replaces(gomod) == expected
+
+
+@pytest.mark.parametrize(("module", "version", "replaced", "expected"), [
+    ("k8s.io/kubernetes", "v1.35.4", "k8s.io/apiserver", "v0.35.4"),
+    ("k8s.io/kubernetes", "v1.34.0", "k8s.io/api", "v0.34.0"),
+    ("go.etcd.io/etcd/server/v3", "v3.6.16", "go.etcd.io/etcd/api/v3", "v3.6.16"),
+], ids=["kube-staging-v0", "kube-staging-patch-zero", "etcd-shared-version"])
+def test_staging_version(module: str, version: str, replaced: str, expected: str) -> None:
+    assert build.staging_version(module, version, replaced) == expected
+
+
+def test_wrapper_gomod_pins_every_staging_module() -> None:
+    peer = build.Peer("kube-apiserver", "k8s.io/kubernetes", "v1.35.4", "k8s.io/kubernetes/cmd/kube-apiserver")
+    out = build.wrapper_gomod(peer, KUBE_GOMOD)
+    assert out.splitlines() == [
+        "module lahar.local/peers/kube-apiserver", "", "go 1.25.0", "", "require k8s.io/kubernetes v1.35.4", "",
+        "replace k8s.io/api => k8s.io/api v0.35.4",
+        "replace k8s.io/apiserver => k8s.io/apiserver v0.35.4",
+    ]
+
+
+def test_every_peer_is_pinned_and_unique() -> None:
+    names = [p.name for p in build.PEERS]
+    assert len(names) == len(set(names))
+    assert {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"} <= set(names)
+    assert all(p.version.startswith("v") and p.package.startswith(p.module) for p in build.PEERS)
+
+
+def test_missing_peer_skip_reason_names_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LAHAR_PEERS_CACHE", str(tmp_path))
+    assert build.binary("kube-apiserver") is None
+    reason = build.missing_reason("kube-apiserver")
+    assert "kube-apiserver (k8s.io/kubernetes@v1.35.4) is not built" in reason and "make peers" in reason
+
+
+def test_failed_build_is_named_in_the_skip_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LAHAR_PEERS_CACHE", str(tmp_path))
+    (tmp_path / "kwok-v0.8.0").mkdir()
+    (tmp_path / "kwok-v0.8.0" / "build-failed.txt").write_text("go get failed\nmodule not found\n")
+    assert "its last build failed: module not found" in build.missing_reason("kwok")
+
+
+def test_cached_binary_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LAHAR_PEERS_CACHE", str(tmp_path))
+    exe = tmp_path / "etcd-v3.6.16" / "etcd"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert build.binary("etcd") == exe
+    assert build.build(build._peer("etcd"))[0] == "cached"
+
+
+def test_unknown_peer_is_a_clear_error() -> None:
+    with pytest.raises(KeyError, match="unknown peer 'helm'; known: etcd"):
+        build.binary("helm")
+
+
+def test_no_go_toolchain_builds_nothing_and_succeeds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LAHAR_PEERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
+    assert build.main([]) == 0
+    assert "no Go toolchain" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 1), ("4", 4)], ids=["default-one", "set"])
+def test_build_jobs(monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
+    if raw is None:
+        monkeypatch.delenv("LAHAR_PEERS_BUILD_JOBS", raising=False)
+    else:
+        monkeypatch.setenv("LAHAR_PEERS_BUILD_JOBS", raw)
+    assert build.build_jobs() == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "many"], ids=["zero", "negative", "word"])
+def test_bad_build_jobs_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("LAHAR_PEERS_BUILD_JOBS", raw)
+    with pytest.raises(ValueError, match=f"LAHAR_PEERS_BUILD_JOBS must be a positive integer, not '{raw}'"):
+        build.build_jobs()
