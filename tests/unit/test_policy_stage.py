@@ -158,7 +158,7 @@ HANDLED = [
     # (id, object, resource, operation, mutating, handled by a Volcano path?)
     ("vcjob-create-validate", vcjob(), "jobs", "CREATE", False, True),
     ("vcjob-create-mutate", vcjob(), "jobs", "CREATE", True, True),
-    ("vcjob-update-mutate", vcjob(), "jobs", "UPDATE", True, False),      # /jobs/mutate is CREATE only
+    ("vcjob-update-mutate", vcjob(), "jobs", "UPDATE", True, True),       # /jobs/mutate runs on UPDATE too (re-apply)
     ("volcano-pod-create", pod(), "pods", "CREATE", False, True),
     ("volcano-pod-update", pod(), "pods", "UPDATE", False, False),
     ("other-scheduler-pod", pod("default-scheduler"), "pods", "CREATE", False, False),
