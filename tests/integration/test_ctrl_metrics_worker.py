@@ -46,7 +46,7 @@ def worker(tmp_path: Path, redis_server: Any, live_devcluster: Any) -> Any:
            "PROMETHEUS_MULTIPROC_DIR": str(mp_dir)}
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "worker", "--no-supervise", "-c", "2", "-P",
-                             "prefork", "-n", f"m{uuid.uuid4().hex[:6]}@%h", "--metrics-port", str(port)],
+                             "prefork", "--hostname", f"m{uuid.uuid4().hex[:6]}@%h", "--metrics-port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for("the worker's /metrics", lambda: _scrape(port) is not None, 60)
