@@ -1,5 +1,6 @@
 """Issue 13 on `lahar up`, as a user meets it with the real kubectl: a new Queue and its Job in one file, the same
-file applied again, the job's pod logs, `kubectl explain` on built-in kinds.
+file applied again, a Job applied server-side twice (lahar's webhooks in the path), the job's pod logs,
+`kubectl explain` on built-in kinds.
 
 Uses `Up` of `test_lahar_up` (the whole stack in its own process on a temporary data dir).
 """
@@ -45,5 +46,17 @@ def test_queue_and_job_in_one_file_reapplied_logged_and_explained(up: Up, tmp_pa
     assert 'lahar simulated container "main" (image busybox) started on node' in logs, logs
     assert logs.endswith("exited with code 0 (Completed)\n"), logs
     assert up.kubectl("logs", "team-job-worker-1", "--tail=1").stdout == "exited with code 0 (Completed)\n"
+
+    # a Job applied server-side, twice, through lahar's mutating and validating webhooks: the second is a no-op
+    ssa_file = tmp_path / "ssa-job.yaml"
+    ssa_job = {**TEAM[1], "metadata": {"name": "ssa-job"}}
+    ssa_file.write_text(yaml.safe_dump(ssa_job))
+    first = up.kubectl("apply", "--server-side", "-f", str(ssa_file))
+    assert "job.batch.volcano.sh/ssa-job serverside-applied" in first.stdout, first.stderr
+    generation = up.jsonpath("vcjob", "ssa-job", "{.metadata.generation}")
+    second = up.kubectl("apply", "--server-side", "-f", str(ssa_file))
+    assert "job.batch.volcano.sh/ssa-job serverside-applied" in second.stdout, second.stderr
+    assert up.jsonpath("vcjob", "ssa-job", "{.metadata.generation}") == generation
+    assert "kubectl" in up.jsonpath("vcjob", "ssa-job", "{.metadata.managedFields[*].manager}").split()
     assert "List of containers belonging to the pod" in up.kubectl("explain", "pod.spec.containers").stdout
     assert up.interrupt() == 0, up.output()
