@@ -1,4 +1,4 @@
-"""Build the real programs lahar is tested against (kube-apiserver, etcd, kube-controller-manager, kwok).
+"""Build the real programs lahar is tested against (kube-apiserver, etcd, kube-controller-manager, kwok, helm).
 
 `make peers` runs this; tests/realcluster finds the binaries through `binary(name)`. Each peer is built
 with the Go toolchain from the module proxy at a pinned version, into a cache outside the work tree
@@ -61,6 +61,7 @@ PEERS: tuple[Peer, ...] = (
     Peer("kube-controller-manager", "k8s.io/kubernetes", _KUBE, "k8s.io/kubernetes/cmd/kube-controller-manager",
          _KUBE_LDFLAGS),
     Peer("kwok", "sigs.k8s.io/kwok", "v0.8.0", "sigs.k8s.io/kwok/cmd/kwok"),
+    Peer("helm", "helm.sh/helm/v3", "v3.22.0", "helm.sh/helm/v3/cmd/helm"),
 )
 
 
