@@ -1,5 +1,6 @@
 """NUMA topology readers and the kubelet CPU / memory manager emulation (pure): the node's topology from its
-Volcano `Numatopology`, a pod's guaranteed CPU and memory requests, kubelet-exact CPU and memory picks.
+Volcano `Numatopology`, a pod's guaranteed CPU and memory requests, kubelet-exact CPU and memory picks, the
+reasons a NUMA merge refuses, and the CPUs and memory that placed pods hold (read from their annotations).
 
 Shared by the numa-aware and deviceshare plugins (through `placement`); plugins import it, never each other.
 """
@@ -21,9 +22,11 @@ from lahar.scheduler.topology import (
     NONE,
     RESTRICTED,
     SINGLE_NUMA_NODE,
+    TOPOLOGY_AFFINITY_MESSAGE,
     TopologyHint,
     bitmask,
     hints,
+    merge,
 )
 
 if TYPE_CHECKING:
@@ -398,3 +401,103 @@ def _cpuset(cpus: Iterable[int]) -> str:
     if start is not None:
         parts.append(f"{start}-{prev}" if start != prev else str(start))
     return ",".join(parts)
+
+
+def numa_machine(topo: NodeTopology, free: Mapping[int, Mapping[str, int]]) -> dict[int, hints.NUMAMemory]:
+    """The memory manager's machine state for `hints.memory_hints`: allocatable and free bytes per NUMA node."""
+    memory = topo.memory or {}
+    return {n: hints.NUMAMemory(memory.get(n, {}), {r: max(0, v) for r, v in free.get(n, {}).items()})
+            for n in topo.numa_nodes}
+
+
+def short_memory(policy: str | None, requests: Mapping[str, int], machine: Mapping[int, hints.NUMAMemory],
+                  topo: NodeTopology) -> list[str]:
+    """Which of the memory resources are to blame (only asked on a refusal): those no NUMA nodes can hold, or
+    (with `policy`) whose hints alone the policy would not admit; every requested one when only together."""
+    if not requests:
+        return []
+    short = []
+    for r in sorted(requests):
+        alone = hints.memory_hints({r: requests[r]}, machine)
+        if not alone or (policy is not None and not merge(policy, [alone], list(topo.numa_nodes), topo.options,
+                                                          topo.distances)[1]):
+            short.append(r)
+    if short or policy is not None:
+        return short
+    return sorted(requests)
+
+
+def memory_reason(container: str, short: Sequence[str]) -> str:
+    return f"container {container} cannot be assigned by numa: not enough free {', '.join(short)} on NUMA nodes"
+
+
+def numa_reason(container: str, policy: str, memory_short: Sequence[str] = ()) -> str:
+    if memory_short:
+        return (f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE}): "
+                f"not enough free {', '.join(memory_short)} on NUMA nodes")
+    return f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE})"
+
+
+def subtract_held(free: dict[int, dict[str, int]], held: Mapping[int, Mapping[str, int]], sign: int,
+              grow: bool = False) -> None:
+    """free[n][r] += sign * held[n][r] for the NUMA nodes `free` knows (every node of `held` with `grow`)."""
+    for n, res in held.items():
+        slot = free.get(n)
+        if slot is None:
+            if not grow:
+                continue
+            slot = free[n] = {}
+        for r, v in res.items():
+            slot[r] = slot.get(r, 0) + sign * v
+
+
+def held_memory(annotations: Mapping[str, str]) -> dict[int, dict[str, int]]:
+    """Memory and hugepages a running pod holds per NUMA node, from its `volcano.sh/topology-decision`."""
+    raw = annotations.get(TOPOLOGY_DECISION_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        numa = json.loads(raw).get("numa") or {}
+    except (ValueError, AttributeError):
+        return {}
+    out: dict[int, dict[str, int]] = {}
+    if not isinstance(numa, dict):
+        return out
+    for numa_id, res in numa.items():
+        if not isinstance(res, dict):
+            continue
+        for r, v in res.items():
+            if not _is_memory(str(r)):
+                continue
+            try:
+                out.setdefault(int(numa_id), {})[str(r)] = max(0, quantity.parse(v).value())
+            except (ValueError, TypeError, ArithmeticError):
+                continue
+    return out
+
+
+def held_cpus(annotations: Mapping[str, str], topo: NodeTopology, free: set[int]) -> set[int]:
+    raw = annotations.get(ALLOCATION_ANNOTATION)
+    if raw:
+        try:
+            cpus = (json.loads(raw).get("cpus") or {})
+            return {c for v in cpus.values() for c in hints.parse_cpuset(v)}
+        except (ValueError, AttributeError, TypeError):
+            pass
+    raw = annotations.get(TOPOLOGY_DECISION_ANNOTATION)
+    if not raw:
+        return set()
+    try:
+        numa = json.loads(raw).get("numa") or {}
+    except (ValueError, AttributeError):
+        return set()
+    held: set[int] = set()
+    for numa_id, res in numa.items():
+        try:
+            count = int(quantity.parse((res or {}).get("cpu", "0")).value())
+            nid = int(numa_id)
+        except (ValueError, TypeError):
+            continue
+        on_node = sorted(c for c in free - held if topo.cpu_numa.get(c) == nid)
+        held.update(on_node[:max(0, count)])
+    return held

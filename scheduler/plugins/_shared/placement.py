@@ -7,30 +7,31 @@ Sits between the snapshot (Volcano `Numatopology` objects) and the bind; plugins
 from __future__ import annotations
 
 import functools
-import json
 import weakref
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lahar.kube import quantity
 from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.plugins._shared.numatopology import (
-    ALLOCATION_ANNOTATION,
     NUMA_POLICY_ANNOTATION,
-    TOPOLOGY_DECISION_ANNOTATION,
     NodeTopology,
     _cpuset,
-    _is_memory,
     _quantity_text,
     container_cpu_requests,
     container_memory_requests,
     effective_policy,
+    held_cpus,
+    held_memory,
     init_cpu_requests,
+    memory_reason,
     node_topology,
     normalize_reverse,
+    numa_machine,
+    numa_reason,
+    short_memory,
+    subtract_held,
     take_cpus,
     take_memory,
 )
@@ -47,7 +48,6 @@ from lahar.scheduler.plugins._shared.plans import (
 from lahar.scheduler.topology import (
     NONE,
     POLICIES,
-    TOPOLOGY_AFFINITY_MESSAGE,
     PolicyOptionError,
     TopologyHint,
     hints,
@@ -152,7 +152,7 @@ class Placement:
             if topo is not None:
                 for t in placed_pods(self.ssn.nodes[node]):
                     ann = (t.pod.get("metadata") or {}).get("annotations") or {}
-                    free -= _held_cpus(ann, topo, free)
+                    free -= held_cpus(ann, topo, free)
                 for plan in self.reserved_on.get(node, {}).values():
                     for cpus in plan.cpus.values():
                         free.difference_update(cpus)
@@ -171,9 +171,9 @@ class Placement:
             free = {n: dict(topo.memory.get(n, {})) for n in topo.numa_nodes}
             for t in placed_pods(self.ssn.nodes[node]):
                 ann = (t.pod.get("metadata") or {}).get("annotations") or {}
-                _subtract(free, _held_memory(ann), -1)
+                subtract_held(free, held_memory(ann), -1)
             for plan in self.reserved_on.get(node, {}).values():
-                _subtract(free, plan.memory, -1)
+                subtract_held(free, plan.memory, -1)
             self._free_memory[node] = free
         return free
 
@@ -277,19 +277,19 @@ class Placement:
                 providers.append(cpu_p)
                 providers.append(device_providers)
                 mem_req = mem_requests[0] if mem_requests else {}
-                machine = _machine(topo, mem_scratch) if mem_req else {}
+                machine = numa_machine(topo, mem_scratch) if mem_req else {}
                 mem_p = hints.memory_hints(mem_req, machine) if mem_req else None
                 if mem_p is not None:
                     providers.append(mem_p)
                 hint, admit = merge(policy, providers, numa_nodes, topo.options, topo.distances)
                 plan.merges.append(_explain("(pod)", cpu_p, device_providers, hint, admit, mem_p))
                 if not admit:
-                    return _reject(plan, _numa_reason("pod", policy, _memory_short(policy, mem_req, machine, topo)))
+                    return _reject(plan, numa_reason("pod", policy, short_memory(policy, mem_req, machine, topo)))
                 if mem_req:
                     got_mem = take_memory(mem_req, machine, hint.affinity, mem_p)
                     if got_mem is None:
-                        return _reject(plan, _memory_reason("pod", _memory_short(None, mem_req, machine, topo)))
-                    _subtract(plan.memory, got_mem, +1, grow=True)
+                        return _reject(plan, memory_reason("pod", short_memory(None, mem_req, machine, topo)))
+                    subtract_held(plan.memory, got_mem, +1, grow=True)
                 hints_by_container = [hint] * len(containers)
                 init_hints = {name: hint for name, _, _ in inits}
             else:
@@ -303,7 +303,7 @@ class Placement:
                     hint, admit = merge(policy, [cpu_p], numa_nodes, topo.options, topo.distances)
                     plan.merges.append(_explain(name, cpu_p, None, hint, admit))
                     if not admit:
-                        return _reject(plan, _numa_reason(name, policy))
+                        return _reject(plan, numa_reason(name, policy))
                     got_cpus = take_cpus(usable, n, topo, hint.affinity)
                     if got_cpus is None:
                         return _reject(plan, f"container {name} cannot be assigned by numa: not enough free CPUs")
@@ -316,19 +316,19 @@ class Placement:
                     cpu_p = hints.cpu_provider(n, capacity, topo.per_numa(usable)) if n and topo.static else None
                     dev_p = device_providers if idx == dev_container else None
                     mem_req = mem_requests[idx] if idx < len(mem_requests) else {}
-                    machine = _machine(topo, mem_scratch) if mem_req else {}
+                    machine = numa_machine(topo, mem_scratch) if mem_req else {}
                     mem_p = hints.memory_hints(mem_req, machine) if mem_req else None
                     hint, admit = merge(policy, [cpu_p, dev_p] if mem_p is None else [cpu_p, dev_p, mem_p],
                                         numa_nodes, topo.options, topo.distances)
                     plan.merges.append(_explain(name, cpu_p, dev_p, hint, admit, mem_p))
                     if not admit:
-                        return _reject(plan, _numa_reason(name, policy, _memory_short(policy, mem_req, machine, topo)))
+                        return _reject(plan, numa_reason(name, policy, short_memory(policy, mem_req, machine, topo)))
                     if mem_req:
                         got_mem = take_memory(mem_req, machine, hint.affinity, mem_p)
                         if got_mem is None:
-                            return _reject(plan, _memory_reason(name, _memory_short(None, mem_req, machine, topo)))
-                        _subtract(mem_scratch, got_mem, -1)
-                        _subtract(plan.memory, got_mem, +1, grow=True)
+                            return _reject(plan, memory_reason(name, short_memory(None, mem_req, machine, topo)))
+                        subtract_held(mem_scratch, got_mem, -1)
+                        subtract_held(plan.memory, got_mem, +1, grow=True)
                     hints_by_container.append(hint)
                     if n:
                         got_cpus = take_cpus(usable, n, topo, hint.affinity)
@@ -371,7 +371,7 @@ class Placement:
                 slot = per_numa.setdefault(numa_id, {})
                 for r, v in res.items():
                     slot[r] = slot.get(r, 0) + v
-        _subtract(per_numa, plan.memory, +1, grow=True)
+        subtract_held(per_numa, plan.memory, +1, grow=True)
         plan.per_numa = per_numa
         plan.numa = frozenset(n for n, r in per_numa.items() if any(r.values()))
         return plan
@@ -508,7 +508,7 @@ class Placement:
             for cpus in got.cpus.values():
                 free.difference_update(cpus)
         if got.memory and node in self._free_memory:
-            _subtract(self._free_memory[node], got.memory, -1)
+            subtract_held(self._free_memory[node], got.memory, -1)
         self.reserved[task.uid] = (node, got)
         self.reserved_on.setdefault(node, {})[task.uid] = got
         if got.devices is not None and self.devices is not None:
@@ -526,7 +526,7 @@ class Placement:
             for cpus in plan.cpus.values():
                 free.update(cpus)
         if plan.memory and node in self._free_memory:
-            _subtract(self._free_memory[node], plan.memory, +1)
+            subtract_held(self._free_memory[node], plan.memory, +1)
         if plan.devices is not None and self.devices is not None:
             self.devices.device_release(node, plan.devices)
         self._hold(node, self._plan_key(plan), -1)
@@ -601,41 +601,6 @@ def _reject(plan: Plan, reason: str, unresolvable: bool = False) -> Rejection:
     return Rejection(reason, unresolvable, tuple(plan.merges))
 
 
-def _machine(topo: NodeTopology, free: Mapping[int, Mapping[str, int]]) -> dict[int, hints.NUMAMemory]:
-    """The memory manager's machine state for `hints.memory_hints`: allocatable and free bytes per NUMA node."""
-    memory = topo.memory or {}
-    return {n: hints.NUMAMemory(memory.get(n, {}), {r: max(0, v) for r, v in free.get(n, {}).items()})
-            for n in topo.numa_nodes}
-
-
-def _memory_short(policy: str | None, requests: Mapping[str, int], machine: Mapping[int, hints.NUMAMemory],
-                  topo: NodeTopology) -> list[str]:
-    """Which of the memory resources are to blame (only asked on a refusal): those no NUMA nodes can hold, or
-    (with `policy`) whose hints alone the policy would not admit; every requested one when only together."""
-    if not requests:
-        return []
-    short = []
-    for r in sorted(requests):
-        alone = hints.memory_hints({r: requests[r]}, machine)
-        if not alone or (policy is not None and not merge(policy, [alone], list(topo.numa_nodes), topo.options,
-                                                          topo.distances)[1]):
-            short.append(r)
-    if short or policy is not None:
-        return short
-    return sorted(requests)
-
-
-def _memory_reason(container: str, short: Sequence[str]) -> str:
-    return f"container {container} cannot be assigned by numa: not enough free {', '.join(short)} on NUMA nodes"
-
-
-def _numa_reason(container: str, policy: str, memory_short: Sequence[str] = ()) -> str:
-    if memory_short:
-        return (f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE}): "
-                f"not enough free {', '.join(memory_short)} on NUMA nodes")
-    return f"container {container} cannot be assigned by numa ({policy}: {TOPOLOGY_AFFINITY_MESSAGE})"
-
-
 def _hint_json(h: TopologyHint) -> dict[str, Any]:
     return {"affinity": None if h.affinity is None else sorted(h.affinity), "preferred": h.preferred}
 
@@ -656,68 +621,3 @@ def _explain(container: str, cpu: Any, devices: Any, hint: TopologyHint, admit: 
     if memory is not None:
         providers.update(_provider_json(memory))
     return {"container": container, "providers": providers, "hint": _hint_json(hint), "admit": admit}
-
-
-def _subtract(free: dict[int, dict[str, int]], held: Mapping[int, Mapping[str, int]], sign: int,
-              grow: bool = False) -> None:
-    """free[n][r] += sign * held[n][r] for the NUMA nodes `free` knows (every node of `held` with `grow`)."""
-    for n, res in held.items():
-        slot = free.get(n)
-        if slot is None:
-            if not grow:
-                continue
-            slot = free[n] = {}
-        for r, v in res.items():
-            slot[r] = slot.get(r, 0) + sign * v
-
-
-def _held_memory(annotations: Mapping[str, str]) -> dict[int, dict[str, int]]:
-    """Memory and hugepages a running pod holds per NUMA node, from its `volcano.sh/topology-decision`."""
-    raw = annotations.get(TOPOLOGY_DECISION_ANNOTATION)
-    if not raw:
-        return {}
-    try:
-        numa = json.loads(raw).get("numa") or {}
-    except (ValueError, AttributeError):
-        return {}
-    out: dict[int, dict[str, int]] = {}
-    if not isinstance(numa, dict):
-        return out
-    for numa_id, res in numa.items():
-        if not isinstance(res, dict):
-            continue
-        for r, v in res.items():
-            if not _is_memory(str(r)):
-                continue
-            try:
-                out.setdefault(int(numa_id), {})[str(r)] = max(0, quantity.parse(v).value())
-            except (ValueError, TypeError, ArithmeticError):
-                continue
-    return out
-
-
-def _held_cpus(annotations: Mapping[str, str], topo: NodeTopology, free: set[int]) -> set[int]:
-    raw = annotations.get(ALLOCATION_ANNOTATION)
-    if raw:
-        try:
-            cpus = (json.loads(raw).get("cpus") or {})
-            return {c for v in cpus.values() for c in hints.parse_cpuset(v)}
-        except (ValueError, AttributeError, TypeError):
-            pass
-    raw = annotations.get(TOPOLOGY_DECISION_ANNOTATION)
-    if not raw:
-        return set()
-    try:
-        numa = json.loads(raw).get("numa") or {}
-    except (ValueError, AttributeError):
-        return set()
-    held: set[int] = set()
-    for numa_id, res in numa.items():
-        try:
-            count = int(quantity.parse((res or {}).get("cpu", "0")).value())
-            nid = int(numa_id)
-        except (ValueError, TypeError):
-            continue
-        on_node = sorted(c for c in free - held if topo.cpu_numa.get(c) == nid)
-        held.update(on_node[:max(0, count)])
-    return held
