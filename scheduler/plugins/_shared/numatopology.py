@@ -141,7 +141,7 @@ def node_topology(numatopology: Mapping[str, Any], node: Mapping[str, Any] | Non
     )
 
 
-def _is_memory(resource: str) -> bool:
+def is_memory(resource: str) -> bool:
     return resource == "memory" or resource.startswith("hugepages-")
 
 
@@ -160,7 +160,7 @@ def _numa_memory(annotations: Mapping[str, Any]) -> dict[int, dict[str, int]] | 
                 return None
             slot = out[int(numa_id)] = {}
             for r, v in res.items():
-                if not _is_memory(str(r)) or isinstance(v, bool) or not isinstance(v, (str, int)):
+                if not is_memory(str(r)) or isinstance(v, bool) or not isinstance(v, (str, int)):
                     return None
                 slot[str(r)] = quantity.parse(v).value()
                 if slot[str(r)] < 0 or int(numa_id) < 0:
@@ -294,7 +294,7 @@ def container_memory_requests(pod: Mapping[str, Any], scope: str = "container") 
 
     def requests(c: Mapping[str, Any]) -> dict[str, int]:
         wanted, _ = _resources(c)
-        return {r: v for r, v in ((str(r), quantity.parse(q).value()) for r, q in wanted.items() if _is_memory(str(r)))
+        return {r: v for r, v in ((str(r), quantity.parse(q).value()) for r, q in wanted.items() if is_memory(str(r)))
                 if v > 0}
 
     apps = [requests(c) for c in spec.get("containers") or ()]
@@ -364,14 +364,14 @@ def take_memory(requests: Mapping[str, int], machine: Mapping[int, hints.NUMAMem
     return out
 
 
-def _quantity_text(resource: str, value: int) -> str:
-    return quantity.Quantity(value, quantity.Format.BINARY_SI).canonical if _is_memory(resource) else str(value)
+def quantity_text(resource: str, value: int) -> str:
+    return quantity.Quantity(value, quantity.Format.BINARY_SI).canonical if is_memory(resource) else str(value)
 
 
 def decision_annotation(per_numa: Mapping[int, Mapping[str, int]]) -> str:
     """Volcano's `PodResourceDecision` JSON: `{"numa": {"<id>": {"<resource>": "<quantity>"}}}` (memory and
     hugepages in bytes, rendered as binary-SI quantities: `16Gi`)."""
-    body = {str(n): {r: _quantity_text(r, v) for r, v in sorted(res.items()) if v}
+    body = {str(n): {r: quantity_text(r, v) for r, v in sorted(res.items()) if v}
             for n, res in sorted(per_numa.items()) if any(res.values())}
     return orjson.dumps({"numa": body}, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -386,7 +386,7 @@ def normalize_reverse(values: np.ndarray, max_score: float = 100.0) -> np.ndarra
     return max_score - np.floor(max_score * values / top)
 
 
-def _cpuset(cpus: Iterable[int]) -> str:
+def cpuset_text(cpus: Iterable[int]) -> str:
     ids = sorted(cpus)
     parts: list[str] = []
     start = prev = None
@@ -467,7 +467,7 @@ def held_memory(annotations: Mapping[str, str]) -> dict[int, dict[str, int]]:
         if not isinstance(res, dict):
             continue
         for r, v in res.items():
-            if not _is_memory(str(r)):
+            if not is_memory(str(r)):
                 continue
             try:
                 out.setdefault(int(numa_id), {})[str(r)] = max(0, quantity.parse(v).value())

@@ -17,10 +17,9 @@ from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.plugins._shared.numatopology import (
     NUMA_POLICY_ANNOTATION,
     NodeTopology,
-    _cpuset,
-    _quantity_text,
     container_cpu_requests,
     container_memory_requests,
+    cpuset_text,
     effective_policy,
     held_cpus,
     held_memory,
@@ -30,20 +29,21 @@ from lahar.scheduler.plugins._shared.numatopology import (
     normalize_reverse,
     numa_machine,
     numa_reason,
+    quantity_text,
     short_memory,
     subtract_held,
     take_cpus,
     take_memory,
 )
 from lahar.scheduler.plugins._shared.plans import (
+    ClassTable,
     DeviceSide,
     Plan,
     Rejection,
-    _ClassTable,
-    _fingerprint,
-    _task_signature,
     cached,
+    node_fingerprint,
     placed_pods,
+    task_signature,
 )
 from lahar.scheduler.topology import (
     NONE,
@@ -86,7 +86,7 @@ class Placement:
         self._free_memory: dict[int, dict[int, dict[str, int]]] = {}
         # node equivalence classes: nodes with the same fingerprint (inventory and pods, names and UUIDs aside)
         # and the same tasks reserved this session get the same plan, so one node per class is planned
-        self.shape = [_fingerprint(n, self._numatopos.get(n.name), devices.get(n.name)) for n in nodes]
+        self.shape = [node_fingerprint(n, self._numatopos.get(n.name), devices.get(n.name)) for n in nodes]
         # what this session reserved on each node, as node-agnostic keys (CPU ids, GPU indices, VF bus ids, ...):
         # two nodes of one shape holding the same reservations are in the same state
         self.held: list[dict[Any, int]] = [{} for _ in nodes]
@@ -100,7 +100,7 @@ class Placement:
         self.placing: str | None = None  # the task whose placement is being reserved (on_allocate)
         self.closed = False
         self.version = 0  # bumped whenever a node's reservations (hence its class) change
-        self._tables: dict[Any, _ClassTable] = {}  # per task signature and request: every class's answer
+        self._tables: dict[Any, ClassTable] = {}  # per task signature and request: every class's answer
         self._info: dict[str, tuple[bool, Any, Any]] = {}
         self.class_changes: list[int] = []  # node of every class change, in order (like NodeArrays.changes)
         self._memo: tuple[Any, NodeFilter] | None = None  # the last predicate (both plugins ask it in turn)
@@ -192,7 +192,7 @@ class Placement:
         sig = self.signatures.get(task.uid)
         if sig is None:
             sig = self.signatures[task.uid] = cached("signature", task.uid, (task.pod,),
-                                                     lambda: _task_signature(task))
+                                                     lambda: task_signature(task))
         return sig
 
     def evaluate(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:
@@ -388,14 +388,14 @@ class Placement:
             info = self._info[task.uid] = (relevant, request, key)
         return info
 
-    def _table(self, key: Any) -> _ClassTable:
+    def _table(self, key: Any) -> ClassTable:
         table = self._tables.get(key)
         if table is None:
-            table = self._tables[key] = _ClassTable()
+            table = self._tables[key] = ClassTable()
         table.reserve(len(self._class_ids))
         return table
 
-    def _evaluate_classes(self, table: _ClassTable, task: Task, nodes: np.ndarray, request: Any) -> None:
+    def _evaluate_classes(self, table: ClassTable, task: Task, nodes: np.ndarray, request: Any) -> None:
         """Evaluate one representative of each class among `nodes` (indices) the table has no answer for yet."""
         cls = self.class_of
         sub = nodes[~table.done[cls[nodes]]]
@@ -406,7 +406,7 @@ class Placement:
             node = int(sub[k])
             table.record(int(cls[node]), self.evaluate(task, node, request))
 
-    def _rejected(self, table: _ClassTable, task: Task, request: Any, arrays: NodeArrays) -> np.ndarray:
+    def _rejected(self, table: ClassTable, task: Task, request: Any, arrays: NodeArrays) -> np.ndarray:
         """Per node: the request fits and the node's class refuses the task. Kept up to date incrementally: only
         the nodes whose resources or class changed since the table was last asked are looked at again (a
         placement changes one node; a later task of the gang evaluates at most that node's new class)."""
@@ -455,7 +455,7 @@ class Placement:
         self._memo = (memo_key, got)
         return got
 
-    def _candidate_classes(self, task: Task, candidates: np.ndarray) -> tuple[_ClassTable, np.ndarray]:
+    def _candidate_classes(self, task: Task, candidates: np.ndarray) -> tuple[ClassTable, np.ndarray]:
         """The task's table and each candidate's class, every class evaluated (numa-aware's and deviceshare's
         node orders ask in turn for the same candidates)."""
         _, request, key = self.task_info(task)
@@ -564,9 +564,9 @@ class Placement:
                     entry.update(admit=False, reason=got.reason, merges=list(got.merges))
                 else:
                     entry.update(admit=True, reason="", policy=got.policy, merges=got.merges,
-                                 numa=sorted(got.numa), cpus={c: _cpuset(v) for c, v in got.cpus.items()})
+                                 numa=sorted(got.numa), cpus={c: cpuset_text(v) for c, v in got.cpus.items()})
                     if got.memory:
-                        entry["memory"] = {str(n): {r: _quantity_text(r, v) for r, v in sorted(res.items())}
+                        entry["memory"] = {str(n): {r: quantity_text(r, v) for r, v in sorted(res.items())}
                                            for n, res in sorted(got.memory.items())}
             out.append(entry)
         return out

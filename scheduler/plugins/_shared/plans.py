@@ -26,7 +26,7 @@ from lahar.scheduler.plugins._shared.numatopology import (
     OPTIONS_ANNOTATION,
     SCOPE_ANNOTATION,
     TOPOLOGY_DECISION_ANNOTATION,
-    _cpuset,
+    cpuset_text,
     decision_annotation,
 )
 from lahar.scheduler.topology import (
@@ -77,7 +77,7 @@ class Plan:
         if self._rendered is None:
             body: dict[str, Any] = {"policy": self.policy, "numa": sorted(self.numa)}
             if self.cpus:
-                body["cpus"] = {c: _cpuset(v) for c, v in self.cpus.items()}
+                body["cpus"] = {c: cpuset_text(v) for c, v in self.cpus.items()}
             self._rendered = {TOPOLOGY_DECISION_ANNOTATION: decision_annotation(self.per_numa),
                               ALLOCATION_ANNOTATION: orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()}
         return self._rendered
@@ -154,7 +154,7 @@ def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] 
                  repr(ann.get(DISTANCES_ANNOTATION))))
 
 
-def _fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
+def node_fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
     """What a plan on the node depends on, names and GPU UUIDs aside: allocatable, device annotations, the
     Numatopology and Device specs, and the pods already there: a node with a pod that holds CPUs, memory or devices
     we can see (its annotations, extended resources) is its own class; pods that hold nothing NUMA-placed
@@ -195,7 +195,7 @@ def _holds_topology(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _task_signature(task: Task) -> str:
+def task_signature(task: Task) -> str:
     pod = task.pod
     spec = pod.get("spec") or {}
     ann = (pod.get("metadata") or {}).get("annotations") or {}
@@ -207,7 +207,7 @@ def _task_signature(task: Task) -> str:
     return hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
 
 
-class _ClassTable:
+class ClassTable:
     """One task signature's answers per node class (arrays indexed by class id, grown as classes appear)."""
 
     __slots__ = ("arrays_seen", "bad", "class_seen", "device_score", "done", "node_bad", "numa_count", "reasons",
