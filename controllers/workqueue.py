@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lahar.controllers.context import PermanentError, TemporaryError
-from lahar.kube import errors
+from lahar.kube import backoff, errors
 
 __all__ = [
     "PREFIX",
@@ -97,8 +97,7 @@ def retry_after(exc: BaseException, attempt: int, *, rng: Callable[[], float] = 
         return 0.05 + 0.2 * rng()
     if max_retries is not None and attempt >= max_retries:
         return None
-    ceiling = min(cap, base * (2 ** min(attempt, 30)))
-    return ceiling / 2 + rng() * ceiling / 2
+    return backoff.delay(attempt, base=base, cap=cap, jitter="equal", rng=rng)
 
 
 # -- stale pending marks ----------------------------------------------------------------------------------------

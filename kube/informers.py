@@ -8,11 +8,13 @@ other errors. `InformerFactory` shares one informer per (type, namespace, select
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lahar.kube import backoff as backoffs
 from lahar.kube import errors
 from lahar.kube.client import ClusterClient, Obj, Watch
 from lahar.kube.resources import ResourceType
@@ -65,7 +67,7 @@ class Informer:
     def __init__(self, client: ClusterClient, rt: ResourceType, *, namespace: str | None = None,
                  label_selector: str | None = None, field_selector: str | None = None,
                  resync: float | None = None, backoff: tuple[float, float] = (0.2, 10.0),
-                 watch_timeout: float | None = 300.0) -> None:
+                 watch_timeout: float | None = 300.0, rng: Callable[[], float] = random.random) -> None:
         self.client = client
         self.rt = rt
         self.namespace = namespace if rt.namespaced else None
@@ -73,6 +75,7 @@ class Informer:
         self.field_selector = field_selector
         self.resync = resync
         self._backoff = backoff
+        self._rng = rng
         self._watch_timeout = watch_timeout
         self._lock = threading.RLock()          # store and indexes
         self._dispatch = threading.RLock()      # handlers run one at a time
@@ -280,23 +283,31 @@ class Informer:
         self._synced.set()
 
     def _run(self) -> None:
-        delay = self._backoff[0]
+        failures = 0
         while not self._stopping.is_set():
             try:
                 if self.resource_version is None:
                     self._list()
                 self._watch_once()
-                delay = self._backoff[0]
+                failures = 0
             except errors.Gone:
                 log.info("informer %s: resourceVersion %s expired, relisting", self.rt.plural, self.resource_version)
                 self.resource_version = None
             except Exception as e:  # noqa: BLE001 - any failure: back off, then resume from the last version
                 if self._stopping.is_set():
                     break
+                delay = self.retry_delay(failures)
+                failures += 1
                 log.warning("informer %s: %s; retrying in %.2fs", self.rt.plural, e, delay)
                 if self._stopping.wait(delay):
                     break
-                delay = min(delay * 2, self._backoff[1])
+
+    def retry_delay(self, failures: int) -> float:
+        """Seconds before reconnecting after `failures` failures in a row (0 = the first): exponential from
+        `backoff[0]` to `backoff[1]`, with equal jitter so that the informers of every process do not all reconnect
+        at the same moment after an API-server restart."""
+        base, cap = self._backoff
+        return backoffs.delay(failures, base=base, cap=cap, jitter="equal", rng=self._rng)
 
     def _watch_once(self) -> None:
         w = self.client.watch(self.rt, namespace=self.namespace, resource_version=self.resource_version,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import Any
 from lahar.controllers import dispatch, workqueue
 from lahar.controllers.dispatch import Work
 from lahar.controllers.workqueue import Key
-from lahar.kube import errors
+from lahar.kube import backoff, errors
 from lahar.kube.informers import Informer
 
 __all__ = ["Dispatcher"]
@@ -40,7 +41,7 @@ class Dispatcher:
     def __init__(self, client: Any, redis: Any, *, send: Callable[[Key], bool],
                  scheduler_names: tuple[str, ...] = ("volcano",), lease_ttl: float = 15.0,
                  timer_poll_interval: float = 0.25, crd_poll_interval: float = 2.0, identity: str | None = None,
-                 watch_timeout: float = 300.0,
+                 watch_timeout: float = 300.0, rng: Callable[[], float] = random.random,
                  on_event: Callable[[str, str, dict[str, Any], dict[str, Any] | None], None] | None = None) -> None:
         self.client = client
         self.redis = redis
@@ -52,6 +53,7 @@ class Dispatcher:
         self.timer_poll_interval = timer_poll_interval
         self.crd_poll_interval = crd_poll_interval
         self.watch_timeout = watch_timeout
+        self.rng = rng  # the jitter of the enqueue retry backoff
         self.on_event = on_event  # controllers.metrics.DispatchMetrics.observe under `lahar dispatch --metrics-port`
         self.informers: dict[str, Informer] = {}
         self.leading = threading.Event()
@@ -97,13 +99,13 @@ class Dispatcher:
     # -- sending (one thread, in order) ------------------------------------------------------------------------
 
     def _send_loop(self, stop: threading.Event) -> None:
-        delay = 0.1
         while not stop.is_set():
             try:
                 work = self._outbox.get(timeout=0.2)
             except queue.Empty:
                 continue
             pushed = 0
+            failures = 0
             while not stop.is_set():
                 try:
                     for item in work.inbox[pushed:]:
@@ -116,13 +118,13 @@ class Dispatcher:
                         self.stats["sent"] += 1
                     else:
                         self.stats["deduplicated"] += 1
-                    delay = 0.1
                     break
                 except Exception as e:  # noqa: BLE001 - Redis/broker away: keep the work, retry with backoff
                     self.stats["errors"] += 1
+                    delay = backoff.delay(failures, base=0.1, cap=5.0, jitter="equal", rng=self.rng)
+                    failures += 1
                     log.warning("enqueueing %s failed (%s); retrying in %.1fs", work.key, e, delay)
                     stop.wait(delay)
-                    delay = min(delay * 2, 5.0)
 
     def _timer_loop(self, stop: threading.Event) -> None:
         while not stop.wait(self.timer_poll_interval):

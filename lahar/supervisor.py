@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from lahar.kube import backoff
+
 __all__ = [
     "BASE_DELAY",
     "MAX_DELAY",
@@ -58,7 +60,8 @@ def restart_delay(failures: int, *, base: float = 0.5, cap: float = 30.0) -> flo
     """Seconds to wait before restarting a child that failed `failures` times in a row (0 → at once)."""
     if failures <= 0:
         return 0.0
-    return min(cap, base * 2 ** (failures - 1))
+    # no jitter: one child per supervisor, and `lahar up` shows the exact restart time
+    return backoff.delay(failures - 1, base=base, cap=cap, jitter="none")
 
 
 def next_failures(failures: int, ran_for: float, *, stable_after: float = STABLE_AFTER) -> int:

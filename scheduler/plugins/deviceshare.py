@@ -1,7 +1,7 @@
 """deviceshare: which concrete devices a task gets on a node — whole GPUs chosen link-aware, vGPU slices, MIG
 devices, RDMA VFs paired with the GPUs under one PCIe switch — and the annotations that tell the node side.
 
-Sits on the numa-aware plugin's per-session `Placement` (scheduler/plugins/numaaware.py): the devices are hint
+Sits on the per-session `Placement` shared with numa-aware (scheduler/plugins/_shared/placement.py): the devices are hint
 providers there, so GPUs, VFs and CPUs are merged under the node's (or the task's stricter) Topology Manager policy
 and land on the same NUMA node where the policy demands it. The device decisions travel as pod annotations with the
 bind (`Decisions.annotations`): Koordinator `scheduling.koordinator.sh/device-allocated`, Volcano / HAMi vGPU
@@ -27,7 +27,8 @@ from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
 from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.snapshot import Task
-from lahar.scheduler.plugins.numaaware import Placement, cached, placed_pods, placement
+from lahar.scheduler.plugins._shared.placement import Placement, placement
+from lahar.scheduler.plugins._shared.plans import cached, placed_pods
 from lahar.scheduler.topology import TopologyHint, hints
 
 if TYPE_CHECKING:

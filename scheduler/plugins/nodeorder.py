@@ -26,7 +26,7 @@ from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.plugins import _affinity, _spread
 from lahar.scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
-from lahar.scheduler.plugins.predicates import _taint_groups, node_selector_terms_mask, static_masks, tolerates
+from lahar.scheduler.plugins._shared.nodematch import node_selector_terms_mask, static_masks, taint_groups, tolerates
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -282,7 +282,7 @@ class NodeOrder:
         assert view is not None
         tols = [t for t in prof.tolerations if not t.get("effect") or t.get("effect") == "PreferNoSchedule"]
         out: np.ndarray | None = None
-        for taints, idx in _taint_groups(view):
+        for taints, idx in taint_groups(view):
             c = sum(1 for t in taints if t.get("effect") == "PreferNoSchedule"
                     and not any(tolerates(tol, t) for tol in tols))
             if c:

@@ -343,3 +343,48 @@ def test_factory_shares_one_informer_per_key(client: Any, no_leaked_threads: Non
 )
 def test_key_of(obj: Obj, key: str) -> None:
     assert informers.key_of(obj) == key
+
+
+class _DownClient:
+    """An API server that is away: every list fails."""
+
+    def list(self, *args: Any, **kwargs: Any) -> Obj:
+        raise ConnectionError("connection refused")
+
+
+class _RecordingStop(threading.Event):
+    """The informer's stop event with fake time: records each backoff wait and stops after `limit` of them."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.limit = limit
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(float(timeout or 0.0))
+        if len(self.waits) >= self.limit:
+            self.set()
+        return self.is_set()
+
+
+def _reconnect_delays(rng: Callable[[], float], limit: int = 6) -> list[float]:
+    inf = informers.Informer(_DownClient(), CM, backoff=(0.2, 3.2), rng=rng)  # type: ignore[arg-type]
+    inf._stopping = stop = _RecordingStop(limit)
+    inf._run()  # in this thread: returns once the fake stop event is set
+    return stop.waits
+
+
+@pytest.mark.parametrize(("r", "want"), [
+    (0.0, [0.1, 0.2, 0.4, 0.8, 1.6, 1.6]),
+    (0.5, [0.15, 0.3, 0.6, 1.2, 2.4, 2.4]),
+], ids=["low-draw-is-half-the-ceiling", "middle-draw"])
+def test_reconnect_backoff_doubles_to_the_cap_with_equal_jitter(r: float, want: list[float]) -> None:
+    assert _reconnect_delays(lambda: r) == pytest.approx(want)
+
+
+def test_informers_do_not_all_reconnect_at_the_same_moment() -> None:
+    import random
+
+    rngs = [random.Random(seed).random for seed in range(20)]
+    first_waits = {round(_reconnect_delays(rng, limit=1)[0], 9) for rng in rngs}
+    assert len(first_waits) == 20 and all(0.1 <= w < 0.2 for w in first_waits)

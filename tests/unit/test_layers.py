@@ -44,3 +44,25 @@ def test_nothing_imports_the_old_top_level_names() -> None:
             if _OLD.search(path.read_text()):
                 offenders.append(str(path.relative_to(REPO)))
     assert not offenders, offenders
+
+
+def _plugin_modules() -> set[str]:
+    return {p.stem for p in (REPO / "scheduler" / "plugins").glob("*.py") if not p.name.startswith("_")}
+
+
+def test_the_independence_contract_lists_every_plugin() -> None:
+    independent = next(c for c in _contracts() if c["type"] == "independence")
+    listed = {m.removeprefix("lahar.scheduler.plugins.") for m in independent["modules"]}
+    assert listed == _plugin_modules(), f"missing: {_plugin_modules() - listed}; stale: {listed - _plugin_modules()}"
+
+
+def test_no_plugin_imports_another_plugin_or_its_private_names() -> None:
+    plugins = _plugin_modules()
+    pattern = re.compile(r"^\s*from\s+lahar\.scheduler\.plugins(?:\.(\w+))?\s+import\s+([^\n(]+|\([^)]*\))", re.M)
+    offenders = []
+    for path in sorted((REPO / "scheduler" / "plugins").rglob("*.py")):
+        for module, names in pattern.findall(path.read_text()):
+            imported = {module} if module else {n.strip() for n in names.strip("()").split(",")}
+            if imported & plugins and path.stem != "__init__":
+                offenders.append(f"{path.relative_to(REPO)} imports {sorted(imported & plugins)}")
+    assert not offenders, offenders

@@ -304,7 +304,7 @@ GROUP_CASES = [
 def test_group_is_np_unique_without_the_sort(values: list[int]) -> None:
     import numpy as np
 
-    from lahar.scheduler.plugins.numaaware import _group
+    from lahar.scheduler.plugins._shared.placement import _group
     arr = np.array(values, dtype=np.int64)
     first, inverse = _group(arr)
     classes = np.unique(arr)
