@@ -336,12 +336,22 @@ def test_lahar_chart_render(tmp_path: Path) -> None:
 
 # -- helm itself, where it is installed -------------------------------------------------------------------------
 
-needs_helm = pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (lahar.chart renders alone)")
+def _helm() -> str | None:
+    """helm from the PATH, else the one `make peers` built (tests/peers/build.py)."""
+    from tests.peers import build
+
+    found = shutil.which("helm") or build.binary("helm")
+    return str(found) if found else None
+
+
+HELM = _helm()
+needs_helm = pytest.mark.skipif(HELM is None, reason="helm is neither on PATH nor built by `make peers` "
+                                                     "(lahar.chart renders alone)")
 
 
 @needs_helm
 def test_helm_lint() -> None:
-    out = subprocess.run(["helm", "lint", str(CHART)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([HELM, "lint", str(CHART)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -352,7 +362,7 @@ def test_helm_template_agrees(tmp_path: Path, values: dict[str, Any], check: Cal
         pytest.skip("a random password differs per render")
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
-    out = subprocess.run(["helm", "template", "lahar", str(CHART), "-n", NS, "--include-crds", "-f", str(path)],
+    out = subprocess.run([HELM, "template", "lahar", str(CHART), "-n", NS, "--include-crds", "-f", str(path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     theirs = {_key(o): o for o in yaml.safe_load_all(out.stdout) if o}

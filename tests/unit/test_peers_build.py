@@ -103,8 +103,8 @@ def test_cached_binary_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 
 def test_unknown_peer_is_a_clear_error() -> None:
-    with pytest.raises(KeyError, match="unknown peer 'helm'; known: etcd"):
-        build.binary("helm")
+    with pytest.raises(KeyError, match="unknown peer 'vcctl'; known: etcd"):
+        build.binary("vcctl")
 
 
 def test_no_go_toolchain_builds_nothing_and_succeeds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
