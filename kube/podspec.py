@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lahar.kube import quantity
@@ -28,6 +28,7 @@ __all__ = [
     "BEST_EFFORT",
     "BURSTABLE",
     "GUARANTEED",
+    "aggregate",
     "container_limits",
     "container_requests",
     "is_dns1123_label",
@@ -211,17 +212,17 @@ def _max_into(target: dict[str, quantity.Quantity], other: Mapping[str, quantity
             target[name] = q
 
 
-def _aggregate(pod: Obj, per_container: Callable[[Obj], dict[str, quantity.Quantity]]) -> dict[str, quantity.Quantity]:
-    """`AggregateContainerRequests` / `...Limits`: max(app sum + sidecars, each init container over its sidecars)."""
-    spec = _spec(pod)
+def aggregate(app: Iterable[Mapping[str, quantity.Quantity]],
+              init: Iterable[tuple[Mapping[str, quantity.Quantity], bool]]) -> dict[str, quantity.Quantity]:
+    """`AggregateContainerRequests` / `...Limits` over parsed lists: `app` per app container, `init` as
+    (resources, is_sidecar) in order. max(app sum + sidecars, each init container over the sidecars before it)."""
     total: dict[str, quantity.Quantity] = {}
-    for c in _containers(spec, "containers"):
-        total = quantity.add(total, per_container(c))
+    for rl in app:
+        total = quantity.add(total, rl)
     sidecars: dict[str, quantity.Quantity] = {}
     init_peak: dict[str, quantity.Quantity] = {}
-    for c in _containers(spec, "initContainers"):
-        own = per_container(c)
-        if is_sidecar(c):
+    for own, sidecar in init:
+        if sidecar:
             total = quantity.add(total, own)
             sidecars = quantity.add(sidecars, own)
             _max_into(init_peak, sidecars)
@@ -229,6 +230,12 @@ def _aggregate(pod: Obj, per_container: Callable[[Obj], dict[str, quantity.Quant
             _max_into(init_peak, quantity.add(sidecars, own))
     _max_into(total, init_peak)
     return total
+
+
+def _aggregate(pod: Obj, per_container: Callable[[Obj], dict[str, quantity.Quantity]]) -> dict[str, quantity.Quantity]:
+    spec = _spec(pod)
+    return aggregate((per_container(c) for c in _containers(spec, "containers")),
+                     ((per_container(c), is_sidecar(c)) for c in _containers(spec, "initContainers")))
 
 
 def pod_requests(pod: Obj, *, overhead: bool = True) -> dict[str, quantity.Quantity]:
