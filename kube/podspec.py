@@ -13,6 +13,8 @@ devcluster's kubelet and default scheduler, the webhooks, the selectors and the 
   init container runs alone on top of the sidecars started before it (restartable init containers,
   `restartPolicy: Always`, also add to the sum); the larger of the two per resource; pod-level values for cpu and
   memory replace the aggregate; `spec.overhead` is added (to limits only where a limit is set).
+- `tolerates`: core/v1 `Toleration.ToleratesTaint` (effect and key match when set; Equal compares values, Exists
+  matches any value, an unknown operator tolerates nothing).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ __all__ = [
     "pod_limits",
     "pod_requests",
     "qos_class",
+    "toleration_tolerates",
+    "tolerates",
 ]
 
 # -- names (apimachinery util/validation) --------------------------------------------------------------------------
@@ -288,3 +292,26 @@ def qos_class(pod: Obj) -> str:
     if guaranteed and requests.keys() == limits.keys() and all(limits[k] == q for k, q in requests.items()):
         return GUARANTEED
     return BURSTABLE
+
+
+# -- tolerations ---------------------------------------------------------------------------------------------------
+
+
+def toleration_tolerates(toleration: Obj, taint: Obj) -> bool:
+    """core/v1 `Toleration.ToleratesTaint`: one toleration against one taint."""
+    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
+    if effect and effect != (taint.get("effect") or ""):
+        return False
+    if key and key != (taint.get("key") or ""):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def tolerates(pod: Obj, taint: Obj) -> bool:
+    """Whether any of the pod's tolerations tolerates `taint`."""
+    return any(toleration_tolerates(t, taint) for t in _spec(pod).get("tolerations") or () if isinstance(t, Mapping))

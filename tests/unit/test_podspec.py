@@ -148,3 +148,22 @@ def test_names(check: Any, value: str, want: list[str]) -> None:
 def test_name_checks_return_fresh_lists() -> None:
     podspec.is_dns1123_label("A").append("x")
     assert podspec.is_dns1123_label("A") == [LABEL_MSG]
+
+
+TAINT = {"key": "gpu", "value": "a100", "effect": "NoSchedule"}
+TOLERATION_CASES = [
+    ("equal-match", {"key": "gpu", "value": "a100", "effect": "NoSchedule"}, True),
+    ("equal-is-the-default-operator", {"key": "gpu", "value": "a100"}, True),
+    ("equal-other-value", {"key": "gpu", "operator": "Equal", "value": "v100"}, False),
+    ("exists-any-value", {"key": "gpu", "operator": "Exists"}, True),
+    ("exists-empty-key-tolerates-all", {"operator": "Exists"}, True),
+    ("effect-mismatch", {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+    ("key-mismatch", {"key": "cpu", "operator": "Exists"}, False),
+    ("unknown-operator", {"key": "gpu", "operator": "Matches", "value": "a100"}, False),
+]
+
+
+@pytest.mark.parametrize(("tol", "want"), [c[1:] for c in TOLERATION_CASES], ids=[c[0] for c in TOLERATION_CASES])
+def test_toleration_tolerates(tol: dict[str, str], want: bool) -> None:
+    assert podspec.toleration_tolerates(tol, TAINT) is want
+    assert podspec.tolerates({"spec": {"tolerations": [tol]}}, TAINT) is want
