@@ -21,7 +21,7 @@ from typing import Any
 
 from lahar.controllers import _meta
 from lahar.controllers.context import Context, Result
-from lahar.kube import errors, quantity
+from lahar.kube import errors, podspec
 from lahar.kube.models import labels
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "build_podgroup",
     "min_member",
     "network_topology",
-    "pod_requests",
     "podgroup_name",
     "reconcile",
     "wants_podgroup",
@@ -77,29 +76,6 @@ def min_member(owner_annotations: Mapping[str, str]) -> int:
     return value
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, quantity.Quantity]:
-    resources = container.get("resources") or {}
-    limits = quantity.resource_list(resources.get("limits"))
-    requests = quantity.resource_list(resources.get("requests"))
-    # the API server defaults a missing request to its limit
-    return {**limits, **requests}
-
-
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, quantity.Quantity]:
-    """The pod's effective requests: max(Σ containers, each init container) per resource, plus overhead."""
-    spec = pod.get("spec") or {}
-    total: dict[str, quantity.Quantity] = {}
-    for container in spec.get("containers") or ():
-        total = quantity.add(total, _container_requests(container))
-    for container in spec.get("initContainers") or ():
-        for name, q in _container_requests(container).items():
-            if name not in total or q > total[name]:
-                total[name] = q
-    if spec.get("overhead"):
-        total = quantity.add(total, spec["overhead"])
-    return total
-
-
 def network_topology(pod_annotations: Mapping[str, str]) -> dict[str, Any] | None:
     """networkTopology from `volcano.sh/network-topology-mode` / `-highest-tier`; mode defaults to hard."""
     mode = pod_annotations.get(labels.NETWORK_TOPOLOGY_MODE_ANNOTATION)
@@ -133,7 +109,7 @@ def build_podgroup(pod: Mapping[str, Any], *, name: str, owner_annotations: Mapp
     owner_annotations = dict(owner_annotations or {})
     pod_annotations = dict(meta.get("annotations") or {})
     members = min_member(owner_annotations)
-    requests = pod_requests(pod)
+    requests = podspec.pod_requests(pod)
     min_resources = {res: (q * members).canonical for res, q in sorted(requests.items())}
 
     annotations: dict[str, str] = {}

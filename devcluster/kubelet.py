@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.kube import durations, errors
+from lahar.kube import durations, errors, podspec
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.resources import ResourceType
 
@@ -33,7 +33,6 @@ __all__ = [
     "Action",
     "SimulatedKubelets",
     "plan",
-    "qos_class",
 ]
 
 log = logging.getLogger(__name__)
@@ -63,29 +62,6 @@ def _parse_ts(s: str | None) -> dt.datetime | None:
     if not s:
         return None
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-
-
-def qos_class(pod: Mapping[str, Any]) -> str:
-    """The pod's QoS class (Guaranteed / Burstable / BestEffort) from its containers' cpu and memory."""
-    from lahar.kube import quantity  # noqa: PLC0415 — only needed when the API server did not set qosClass
-
-    spec = pod.get("spec") or {}
-    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-    any_set, guaranteed = False, True
-    for c in containers:
-        res = c.get("resources") or {}
-        requests, limits = dict(res.get("requests") or {}), res.get("limits") or {}
-        for name in ("cpu", "memory"):
-            if name in limits and name not in requests:
-                requests[name] = limits[name]
-            if name in requests or name in limits:
-                any_set = True
-            if (name not in limits or name not in requests
-                    or quantity.parse(requests[name]) != quantity.parse(limits[name])):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -160,7 +136,7 @@ def _running_status(pod: Mapping[str, Any], *, now: dt.datetime, host_ip: str, p
         "podIP": pod_ip,
         "podIPs": [{"ip": pod_ip}],
         "startTime": status.get("startTime") or t,
-        "qosClass": status.get("qosClass") or qos_class(pod),
+        "qosClass": status.get("qosClass") or podspec.qos_class(pod),
         "containerStatuses": [_container_running(pod, c, t, 0, None) for c in spec.get("containers") or []],
     }
     if spec.get("initContainers"):

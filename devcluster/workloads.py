@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.kube import errors, quantity, selectors
+from lahar.kube import errors, podspec, quantity, selectors
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.resources import ResourceType
 
@@ -603,31 +603,6 @@ def _job_pod(job: Mapping[str, Any], template: Mapping[str, Any], index: int | N
 # the default-scheduler
 
 
-def _pod_requests(pod: Mapping[str, Any]) -> dict[str, quantity.Quantity]:
-    """Sum of the containers' requests, at least the largest init container's (the scheduler's `PodRequests`)."""
-    spec = _spec(pod)
-    total: dict[str, quantity.Quantity] = {}
-    for c in spec.get("containers") or []:
-        total = quantity.add(total, (c.get("resources") or {}).get("requests"))
-    for c in spec.get("initContainers") or []:
-        for k, v in quantity.resource_list((c.get("resources") or {}).get("requests")).items():
-            if k not in total or v > total[k]:
-                total[k] = v
-    return total
-
-
-def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    for tol in _spec(pod).get("tolerations") or []:
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("operator") == "Exists":
-            if not tol.get("key") or tol.get("key") == taint.get("key"):
-                return True
-        elif tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
 def _node_term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     for expr in term.get("matchExpressions") or []:
         key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
@@ -656,7 +631,7 @@ def node_fits(pod: Mapping[str, Any], node: Mapping[str, Any], used: Mapping[str
         return False
     if _spec(node).get("unschedulable"):
         return False
-    if any(t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(pod, t)
+    if any(t.get("effect") in ("NoSchedule", "NoExecute") and not podspec.tolerates(pod, t)
            for t in _spec(node).get("taints") or []):
         return False
     if any(c.get("type") == "Ready" and c.get("status") != "True" for c in _status(node).get("conditions") or []):
@@ -665,7 +640,7 @@ def node_fits(pod: Mapping[str, Any], node: Mapping[str, Any], used: Mapping[str
     if "pods" in allocatable and pod_count + 1 > quantity.parse(allocatable["pods"]).value():
         return False
     free = quantity.sub(allocatable, used)
-    return not quantity.fits(_pod_requests(pod), free)
+    return not quantity.fits(podspec.pod_requests(pod), free)
 
 
 _NON_ZERO = {"cpu": quantity.parse("100m"), "memory": quantity.parse("200Mi")}  # kube-scheduler's scoring defaults
@@ -673,7 +648,7 @@ _NON_ZERO = {"cpu": quantity.parse("100m"), "memory": quantity.parse("200Mi")}  
 
 def _scored_requests(pod: Mapping[str, Any]) -> dict[str, quantity.Quantity]:
     """Requests for scoring: a container without cpu/memory requests counts as 100m / 200Mi (`GetNonzeroRequests`)."""
-    return {**_NON_ZERO, **{k: v for k, v in _pod_requests(pod).items() if v.milli_value() > 0}}
+    return {**_NON_ZERO, **{k: v for k, v in podspec.pod_requests(pod).items() if v.milli_value() > 0}}
 
 
 def choose_node(pod: Mapping[str, Any], nodes: Sequence[Obj], pods: Sequence[Obj]) -> str | None:
@@ -685,7 +660,7 @@ def choose_node(pod: Mapping[str, Any], nodes: Sequence[Obj], pods: Sequence[Obj
     for p in pods:
         node = _spec(p).get("nodeName")
         if node and not is_terminal(p):
-            used[node] = quantity.add(used.get(node), _pod_requests(p))
+            used[node] = quantity.add(used.get(node), podspec.pod_requests(p))
             scored[node] = quantity.add(scored.get(node), _scored_requests(p))
             count[node] = count.get(node, 0) + 1
     best: tuple[float, int, str] | None = None

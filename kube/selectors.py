@@ -6,10 +6,11 @@ apimachinery's messages so devcluster can return them verbatim as `BadRequest`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from lahar.kube import podspec
 
 __all__ = [
     "FieldRequirement",
@@ -21,74 +22,16 @@ __all__ = [
     "field_value",
     "from_label_selector",
     "label_selector_string",
-    "label_value_errors",
     "match_labels",
     "matcher",
     "nothing",
     "parse_fields",
     "parse_labels",
-    "qualified_name_errors",
 ]
 
 
 class SelectorError(ValueError):
     """A selector that does not parse; `str(err)` is apimachinery's message."""
-
-
-# --- label keys and values (apimachinery util/validation) -------------------------------------------------------
-
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QUALIFIED_NAME_RE = re.compile(f"^{_QUALIFIED_NAME_FMT}$")
-_LABEL_VALUE_RE = re.compile(f"^({_QUALIFIED_NAME_FMT})?$")
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-
-_QUALIFIED_NAME_ERR = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                       "alphanumeric character")
-_QUALIFIED_NAME_EXAMPLES = "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '" + \
-    _QUALIFIED_NAME_FMT + "')"
-_LABEL_VALUE_ERR = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
-                    "'12345', regex used for validation is '(" + _QUALIFIED_NAME_FMT + ")?')")
-_DNS1123_SUBDOMAIN_ERR = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-                          "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-                          "for validation is '" + _DNS1123_SUBDOMAIN_FMT + "')")
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    """apimachinery `IsQualifiedName`: an optional DNS-subdomain prefix and '/', then a name of at most 63 chars."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        elif len(prefix) > 253:
-            errs.append("prefix part must be no more than 253 bytes")
-        elif not _DNS1123_SUBDOMAIN_RE.match(prefix):
-            errs.append("prefix part " + _DNS1123_SUBDOMAIN_ERR)
-    else:
-        return ["a qualified name " + _QUALIFIED_NAME_ERR + " " + _QUALIFIED_NAME_EXAMPLES +
-                " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 bytes")
-    if name and not _QUALIFIED_NAME_RE.match(name):
-        errs.append("name part " + _QUALIFIED_NAME_ERR + " " + _QUALIFIED_NAME_EXAMPLES)
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 bytes")
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(_LABEL_VALUE_ERR)
-    return errs
 
 
 # --- requirements -----------------------------------------------------------------------------------------------
@@ -142,7 +85,7 @@ class Requirement:
 def _new_requirement(key: str, op: str, values: Iterable[str]) -> Requirement:
     """apimachinery `NewRequirement`: validate the key, the value count for the operator, and each value."""
     vals = tuple(sorted(set(values)))
-    errs = qualified_name_errors(key)
+    errs = podspec.is_qualified_name(key)
     if errs:
         raise SelectorError(f'key: Invalid value: "{key}": {"; ".join(errs)}')
     if op in _SET_OPS and not vals:
@@ -161,7 +104,7 @@ def _new_requirement(key: str, op: str, values: Iterable[str]) -> Requirement:
             raise SelectorError(f'values[0]: Invalid value: "{vals[0]}": for \'Gt\', \'Lt\' operators, the value '
                                 "must be an integer") from None
     for i, v in enumerate(vals):
-        verrs = label_value_errors(v)
+        verrs = podspec.is_valid_label_value(v)
         if verrs:
             raise SelectorError(f'values[{i}][{key}]: Invalid value: "{v}": {"; ".join(verrs)}')
     return Requirement(key, op, vals)
@@ -284,7 +227,7 @@ class _Parser:
         if tok != _T_ID:
             raise SelectorError(f"found '{lit}', expected: identifier")
         key = lit
-        errs = qualified_name_errors(key)
+        errs = podspec.is_qualified_name(key)
         if errs:
             raise SelectorError(f'key: Invalid value: "{key}": {"; ".join(errs)}')
         t, _ = self.lookahead()

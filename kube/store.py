@@ -12,7 +12,6 @@ import contextlib
 import functools
 import gc
 import logging
-import re
 import secrets
 import threading
 import uuid
@@ -20,12 +19,23 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from fractions import Fraction
 from typing import Any, Protocol
 
 import orjson
 
-from lahar.kube import apply, errors, fieldtypes, limits, ownership, patches, resources, selectors, wiretypes
+from lahar.kube import (
+    apply,
+    errors,
+    fieldtypes,
+    limits,
+    ownership,
+    patches,
+    podspec,
+    quantity,
+    resources,
+    selectors,
+    wiretypes,
+)
 from lahar.kube import schemas as _schemas
 from lahar.kube.client import Obj, WatchEvent
 from lahar.kube.resources import Registry, ResourceType
@@ -213,16 +223,6 @@ def _status_success(code: int = 201) -> Obj:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                  "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-_DNS_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                      "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-                      "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
-
-
 def name_errors(rt: ResourceType, name: str) -> list[str]:
     """Object-name validation as kube's registries do it (namespaces: DNS label; RBAC: path segment; else subdomain)."""
     if rt.group == "rbac.authorization.k8s.io":
@@ -230,53 +230,17 @@ def name_errors(rt: ResourceType, name: str) -> list[str]:
             return [f"may not be '{name}'"]
         return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
     if rt.group == "" and rt.plural == "namespaces":
-        errs = [] if _DNS_LABEL.match(name) else [_DNS_LABEL_MSG]
-        return (["must be no more than 63 characters"] if len(name) > 63 else []) + errs
-    errs = [] if _DNS_SUBDOMAIN.match(name) else [_DNS_SUBDOMAIN_MSG]
-    return (["must be no more than 253 characters"] if len(name) > 253 else []) + errs
+        return podspec.is_dns1123_label(name)
+    return podspec.is_dns1123_subdomain(name)
 
 
-_QTY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[kMGTPE]i?|[mun]|)$")
-_SUFFIX = {"": 1, "m": Fraction(1, 1000), "u": Fraction(1, 10**6), "n": Fraction(1, 10**9), "k": 10**3, "M": 10**6,
-           "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-           "Pi": 2**50, "Ei": 2**60}
-
-
-def _quantity(text: Any) -> Fraction | None:
-    m = _QTY.match(str(text).strip())
-    if not m:
-        return None
-    num, suffix = Fraction(m.group(1)), m.group(2)
-    if suffix[:1] in ("e", "E"):
-        return num * Fraction(10) ** int(suffix[1:])
-    return num * _SUFFIX[suffix]
-
-
-def pod_qos_class(pod: Obj) -> str:
-    """Guaranteed / Burstable / BestEffort from the containers' requests and limits (kube's GetPodQOS, cpu+memory)."""
-    spec = pod.get("spec") or {}
-    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-    requests: dict[str, Fraction] = {}
-    limits: dict[str, Fraction] = {}
-    guaranteed = True
-    for c in containers:
-        res = c.get("resources") or {}
-        req = {k: _quantity(v) for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}
-        lim = {k: _quantity(v) for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
-        for k, v in req.items():
-            if v:
-                requests[k] = requests.get(k, Fraction(0)) + v
-        for k, v in lim.items():
-            if v:
-                limits[k] = limits.get(k, Fraction(0)) + v
-        if set(lim) != {"cpu", "memory"}:
-            guaranteed = False
-        for k in ("cpu", "memory"):
-            if k in req and k in lim and req[k] != lim[k]:
-                guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+def _pod_status(rt: ResourceType, pod: Obj) -> Obj:
+    """A new pod's status (PrepareForCreate): Pending with its QoS class; a malformed quantity is a 422."""
+    try:
+        return {"phase": "Pending", "qosClass": podspec.qos_class(pod)}
+    except (quantity.QuantityError, TypeError, ValueError) as e:
+        raise invalid(rt, _meta(pod).get("name", ""), [("FieldValueInvalid", "spec.containers[*].resources",
+                                                         f"Invalid value: {e}")]) from None
 
 
 def _default_pod(pod: Obj) -> None:
@@ -1109,7 +1073,7 @@ class Store:
             obj["status"] = {"phase": "Active"}
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
         elif gp == ("", "pods"):
-            obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
+            obj["status"] = _pod_status(rt, obj)
         elif gp == ("", "nodes"):
             pass  # kubelets register with status
         elif gp == ("apiextensions.k8s.io", "customresourcedefinitions") or "status" in rt.subresources:

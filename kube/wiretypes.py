@@ -11,14 +11,12 @@ warned about otherwise); `meta_problems` -> `(field, detail)` pairs for a 422 In
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.kube import quantity
+from lahar.kube import podspec, quantity
 
-__all__ = ["DecodeProblems", "decode_problems", "label_key_error", "label_value_error", "meta_problems",
-           "model_for"]
+__all__ = ["DecodeProblems", "decode_problems", "meta_problems", "model_for"]
 
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
@@ -180,42 +178,7 @@ def _mismatch(path: Any, value: Any, wanted: str) -> str:
     return f"{path}: cannot unmarshal {_json_type(value)} into a field of type {wanted}"
 
 
-# --- metadata and quantities (apimachinery's IsQualifiedName / IsValidLabelValue, ValidateResourceQuantity) -----
-
-_QNAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_RE = re.compile(f"^{_QNAME}$")
-_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NAME_MSG = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-             f"alphanumeric character (regex used for validation is '{_QNAME}')")
-
-
-def label_key_error(key: str) -> str | None:
-    """Why `key` is not a qualified name (`[prefix/]name`), or None."""
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and not prefix:
-        return "prefix part must be non-empty"
-    if prefix:
-        if len(prefix) > 253:
-            return "prefix part must be no more than 253 characters"
-        if not _SUBDOMAIN_RE.match(prefix):
-            return ("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-                    "'-' or '.', and must start and end with an alphanumeric character")
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return "name part must be no more than 63 characters"
-    if not _QNAME_RE.match(name):
-        return _NAME_MSG
-    return None
-
-
-def label_value_error(value: str) -> str | None:
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if value and not _QNAME_RE.match(value):
-        return ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                "and must start and end with an alphanumeric character")
-    return None
+# --- metadata and quantities (apimachinery's IsQualifiedName / IsValidLabelValue via podspec, ValidateResourceQuantity)
 
 
 def _quote(value: Any) -> str:
@@ -229,19 +192,18 @@ def meta_problems(obj: dict[str, Any], *, pod: bool = False) -> list[tuple[str, 
     labels = meta.get("labels")
     if isinstance(labels, dict):
         for key, value in sorted(labels.items(), key=lambda kv: str(kv[0])):
-            why = label_key_error(str(key))
-            if why:
-                out.append(("metadata.labels", f"Invalid value: {_quote(key)}: {why}"))
+            out.extend(("metadata.labels", f"Invalid value: {_quote(key)}: {why}")
+                       for why in podspec.is_qualified_name(str(key)))
             if not isinstance(value, str):
                 out.append((f"metadata.labels[{key}]", f"Invalid value: {_quote(value)}: must be a string"))
-            elif (why := label_value_error(value)) is not None:
-                out.append(("metadata.labels", f"Invalid value: {_quote(value)}: {why}"))
+            else:
+                out.extend(("metadata.labels", f"Invalid value: {_quote(value)}: {why}")
+                           for why in podspec.is_valid_label_value(value))
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
-        for key in sorted(annotations, key=str):
-            why = label_key_error(str(key))
-            if why:
-                out.append(("metadata.annotations", f"Invalid value: {_quote(key)}: {why}"))
+        for key in sorted(annotations, key=str):  # ValidateAnnotations checks the lower-cased key
+            out.extend(("metadata.annotations", f"Invalid value: {_quote(key)}: {why}")
+                       for why in podspec.is_qualified_name(str(key).lower()))
     if pod:
         out.extend(_quantity_problems(obj.get("spec")))
     return out

@@ -45,7 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from lahar.kube import resources, selectors
+from lahar.kube import podspec, resources, selectors
 from lahar.policies import cel
 from lahar.policies.errors import ConfigError, from_validation_error
 
@@ -276,8 +276,8 @@ class PolicyMetadata(BaseModel):
     @field_validator("name")
     @classmethod
     def _dns_name(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", v):
-            raise ValueError(f"must be a lowercase DNS subdomain name, got {v!r}")
+        if errs := podspec.is_dns1123_subdomain(v):
+            raise ValueError(f"{v!r}: " + "; ".join(errs))
         return v
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from lahar.kube import quantity
+from lahar.kube import podspec, quantity
 from lahar.webhooks import _k8svalidation as k8s
 
 __all__ = [
@@ -338,7 +338,7 @@ def validate_io(volumes: Any) -> str | None:
             if volume.get("volumeClaim") is not None:
                 return ("conflict: If you want to use an existing PVC, just specify VolumeClaimName."
                         "If you want to create a new PVC, you do not need to specify VolumeClaimName")
-            errs = k8s.is_dns1123_subdomain(claim_name)
+            errs = podspec.is_dns1123_subdomain(claim_name)
             if errs:
                 return f"invalid VolumeClaimName {claim_name} : {k8s.go_list(errs)}"
         seen.add(mount)
@@ -543,7 +543,7 @@ def validate_spec(spec: Mapping[str, Any], *, job_name: str, namespace: str, che
             msg += policy_err + _valid_events_actions()
         if check_names:
             pod_name = f"{job_name}-{name}-{index}"
-            errs = k8s.is_qualified_name(pod_name)
+            errs = podspec.is_qualified_name(pod_name)
             if errs:
                 msg += f"create pod with name {pod_name} validate failed {k8s.go_list(errs)};"
         template_msg, device_msg = templates.errors(task, index)
@@ -554,7 +554,7 @@ def validate_spec(spec: Mapping[str, Any], *, job_name: str, namespace: str, che
         if _topology_conflict(_dict(task.get("partitionPolicy")).get("networkTopology")):
             msg += f" {NETWORK_TOPOLOGY_CONFLICT};"
     if check_names:
-        errs = k8s.is_qualified_name(job_name)
+        errs = podspec.is_qualified_name(job_name)
         if errs:
             msg += f"create job with name {job_name} validate failed {k8s.go_list(errs)}"
     if total_replicas < _int(spec.get("minAvailable")):

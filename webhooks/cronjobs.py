@@ -21,10 +21,9 @@ import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.kube import cron
+from lahar.kube import cron, podspec
 from lahar.policies.admission import AdmissionConfig
 from lahar.webhooks import _jobs_rules as rules
-from lahar.webhooks import _k8svalidation as k8s
 from lahar.webhooks import devices
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict
@@ -79,7 +78,7 @@ def check_name(name: str) -> str:
     if len(name) > MAX_NAME_LENGTH:
         return (f"cronJob name must be no more than {MAX_NAME_LENGTH} characters to accommodate job name suffix "
                 f"(max 63 total)")
-    errs = k8s.is_qualified_name(name)
+    errs = podspec.is_qualified_name(name)
     if errs:
         return f'invalid cronJob name "{name}": ' + "; ".join(errs)
     return ""

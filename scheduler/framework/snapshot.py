@@ -87,7 +87,8 @@ def _requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def pod_requests(pod: Mapping[str, Any], resources: ResourceIndex) -> tuple[np.ndarray, np.ndarray]:
-    """(Resreq, InitResreq): the sum of containers (+ overhead); and its per-dimension max with each init container."""
+    """(Resreq, InitResreq): the sum of containers and sidecars (+ overhead); and kube's PodRequests. A numpy twin
+    of `kube.podspec.pod_requests`, kept apart for the session's hot loop; a table test holds the two together."""
     spec = pod.get("spec") or {}
     resreq = resources.zeros()
     for c in spec.get("containers") or []:

@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 
+from lahar.kube import podspec
 from lahar.policies.admission import AdmissionConfig, DeviceConfig, PairingMode, RDMAConfig
 from lahar.webhooks import _jobs_rules as rules
 from lahar.webhooks import _k8svalidation as k8s
@@ -155,8 +156,8 @@ def test_device_free_is_conservative(spec, free):
 # -- memoized name checks ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("check", [k8s.is_qualified_name, k8s.is_dns1123_label, k8s.is_dns1123_subdomain,
-                                   k8s.is_valid_label_value], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("check", [podspec.is_qualified_name, podspec.is_dns1123_label, podspec.is_dns1123_subdomain,
+                                   podspec.is_valid_label_value], ids=lambda f: f.__name__)
 def test_memoized_name_checks_return_fresh_lists(check):
     first = check("Not A Name!")
     assert first and first is not check("Not A Name!")

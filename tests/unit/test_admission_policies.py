@@ -73,9 +73,12 @@ def _without(d: dict, *path: str) -> dict:
         "matchExpressions": [{"key": "a", "operator": "Near"}]}}),
      "spec.matchConstraints.objectSelector", "not a valid label selector operator"),
     (policy(validations=[]), "spec", "at least one validation or mutation"),
+    # kube's IsDNS1123Subdomain: every dot-separated part is a label (the old pattern let "a..b" through)
+    ({**policy(), "metadata": {"name": "a..b"}}, "metadata.name", "a lowercase RFC 1123 subdomain"),
 ], ids=["apiVersion", "no-matchConstraints", "no-expression", "deny-and-warn", "unknown-action", "syntax",
         "undeclared", "unknown-variable", "matchCondition-syntax", "variable-name", "apply-configuration",
-        "mutation-syntax", "params-twice", "unknown-field", "bad-operation", "bad-selector", "nothing-to-do"])
+        "mutation-syntax", "params-twice", "unknown-field", "bad-operation", "bad-selector", "nothing-to-do",
+        "name-empty-dns-label"])
 def test_invalid_documents_name_the_field(doc: dict, path: str, reason: str) -> None:
     with pytest.raises(ConfigError) as info:
         ap.load_documents([doc])

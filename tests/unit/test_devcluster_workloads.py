@@ -492,3 +492,29 @@ def test_threads_follow_watches_and_stop_cleanly(client: MemoryClient) -> None:
     finally:
         ctl.stop()
     assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
+
+
+def _with(pod: dict, **spec: Any) -> dict:
+    pod["spec"].update(spec)
+    return pod
+
+
+FIT_CASES = [
+    # kube's PodRequests: a sidecar runs beside the app container, 2 + 3 = 5 > 4 (the old copy saw max(2, 3) = 3)
+    ("sidecar-adds", {"initContainers": [{"name": "s", "restartPolicy": "Always",
+                                          "resources": {"requests": {"cpu": "3"}}}]}, None),
+    ("plain-init-is-a-max", {"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "3"}}}]}, "a"),
+    ("overhead-adds", {"overhead": {"cpu": "2500m"}}, None),
+]
+
+
+@pytest.mark.parametrize(("spec", "want"), [c[1:] for c in FIT_CASES], ids=[c[0] for c in FIT_CASES])
+def test_choose_node_counts_sidecars_and_overhead(spec: dict, want: str | None) -> None:
+    pod = _with(P("x").req(cpu="2").obj, **spec)
+    assert workloads.choose_node(pod, [node("a")], []) == want
+
+
+def test_unknown_toleration_operator_tolerates_nothing() -> None:
+    pod = P("x").obj
+    pod["spec"]["tolerations"] = [{"key": "k", "operator": "Matches", "value": "", "effect": "NoSchedule"}]
+    assert workloads.choose_node(pod, [node("a", taints=[{"key": "k", "effect": "NoSchedule"}])], []) is None

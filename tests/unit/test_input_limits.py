@@ -96,11 +96,15 @@ def test_decode_problems(kind: str, group: str, obj: dict[str, Any], type_errors
     ({"metadata": {"labels": {"k": "not ok"}}}, False, ["metadata.labels"]),
     ({"metadata": {"labels": {"k": "x" * 64}}}, False, ["metadata.labels"]),
     ({"metadata": {"annotations": {"Bad_Prefix/x": "anything goes"}}}, False, ["metadata.annotations"]),
+    # apimachinery gives every message of IsQualifiedName: an empty name part is both empty and unmatched
+    ({"metadata": {"labels": {"x/": "v"}}}, False, ["metadata.labels", "metadata.labels"]),
+    # ValidateAnnotations checks the lower-cased key, so an upper-case prefix is fine
+    ({"metadata": {"annotations": {"Example.com/x": "v"}}}, False, []),
     ({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}, True,
      ["spec.containers[0].resources.requests[cpu]"]),
     ({"spec": {"containers": [{"resources": {"limits": {"memory": "1Gi", "cpu": 0.5}}}]}}, True, []),
 ], ids=["label-key-space", "label-prefixed", "empty-prefix", "label-value-space", "label-value-long",
-        "annotation-prefix", "cpu-lots", "good-quantities"])
+        "annotation-prefix", "empty-name-part", "annotation-upper-prefix", "cpu-lots", "good-quantities"])
 def test_meta_problems(obj: dict[str, Any], pod: bool, fields: list[str]) -> None:
     assert [f for f, _ in wiretypes.meta_problems(obj, pod=pod)] == fields
 

@@ -12,7 +12,7 @@ import pytest
 
 from lahar.devcluster import kubelet
 from lahar.devcluster.kubelet import SimulatedKubelets
-from lahar.kube import errors, resources
+from lahar.kube import errors, podspec, resources
 from lahar.kube.memory import MemoryClient
 from lahar.kube.store import Store
 
@@ -79,12 +79,19 @@ QOS_CASES = [
     ("guaranteed", {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "1Gi"}},
      "Guaranteed"),
     ("limits-only-guaranteed", {"limits": {"cpu": "2", "memory": "1Gi"}}, "Guaranteed"),
+    # kube counts positive quantities only: a zero request is no request (the kubelet's own copy said Burstable)
+    ("zero-request-best-effort", {"requests": {"cpu": "0"}}, "BestEffort"),
 ]
 
 
 @pytest.mark.parametrize(("res", "qos"), [c[1:] for c in QOS_CASES], ids=[c[0] for c in QOS_CASES])
 def test_qos_class(res, qos):
-    assert kubelet.qos_class({"spec": {"containers": [{"name": "c", "resources": res}]}}) == qos
+    """A pod the API server left without status.qosClass gets kube's class (podspec.qos_class) when it starts."""
+    p = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [{"name": "c", "resources": res}]},
+         "status": {"phase": "Pending"}}
+    action = kubelet.plan(p, now=T0, host_ip="10.0.0.2", pod_ip="10.244.0.2")
+    assert action.status is not None
+    assert action.status["qosClass"] == podspec.qos_class(p) == qos
 
 
 def test_nodes_registered_ready_with_lease(client, kubelets, clock):

@@ -103,13 +103,24 @@ def test_network_topology_from_pod_annotations(annotations: dict, expected: dict
     assert podgroups.network_topology(annotations) == expected
 
 
-def test_pod_requests_take_the_larger_of_containers_and_init_containers() -> None:
-    pod = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}},
-                                   {"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}],
-                    "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}],
-                    "overhead": {"cpu": "100m"}}}
-    got = {k: v.canonical for k, v in podgroups.pod_requests(pod).items()}
-    assert got == {"cpu": "2100m", "memory": "1Gi"}
+MIN_RESOURCES_CASES = [
+    ("larger-of-containers-and-init", {
+        "containers": [{"resources": {"requests": {"cpu": "1"}}},
+                       {"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}],
+        "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}],
+        "overhead": {"cpu": "100m"}}, {"cpu": "2100m", "memory": "1Gi"}),
+    # kube's PodRequests: a sidecar runs beside the app containers (the old copy took max(1, 2) = 2)
+    ("sidecar-adds", {
+        "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+        "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "2"}}}]}, {"cpu": "3"}),
+]
+
+
+@pytest.mark.parametrize(("spec", "want"), [c[1:] for c in MIN_RESOURCES_CASES],
+                         ids=[c[0] for c in MIN_RESOURCES_CASES])
+def test_min_resources_are_the_pods_effective_requests(spec: dict, want: dict) -> None:
+    pg = podgroups.build_podgroup({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}, name="pg")
+    assert pg["spec"]["minResources"] == want
 
 
 # --- reconcile ----------------------------------------------------------------------------------------------------

@@ -56,6 +56,23 @@ def test_invalid_key_message_names_the_rule() -> None:
     assert str(err.value).startswith('unable to parse requirement: key: Invalid value: "-x": name part must consist')
 
 
+LENGTH_ERRORS = [
+    # apimachinery's MaxLenError says "characters" (the selectors' own copy said "bytes")
+    ("key-name-too-long", "k" * 64 + "=a", "name part must be no more than 63 characters"),
+    ("value-too-long", "k=" + "v" * 64, "must be no more than 63 characters"),
+    # IsQualifiedName reports a prefix's length and its shape together
+    ("prefix-too-long-and-bad", "-" + "p" * 253 + "/k=a",
+     "prefix part must be no more than 253 characters; prefix part a lowercase RFC 1123 subdomain"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), [c[1:] for c in LENGTH_ERRORS], ids=[c[0] for c in LENGTH_ERRORS])
+def test_length_errors_say_characters(text: str, fragment: str) -> None:
+    with pytest.raises(SelectorError) as err:
+        selectors.parse_labels(text)
+    assert fragment in str(err.value)
+
+
 # --- matching (TestSelectorMatches / TestSetSelectorMatches) ----------------------------------------------------
 
 MATCHES = [

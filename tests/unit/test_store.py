@@ -157,10 +157,22 @@ QOS = [
 
 
 @pytest.mark.parametrize(("res", "want"), [c[1:] for c in QOS], ids=[c[0] for c in QOS])
-def test_pod_qos_class(res: dict, want: str) -> None:
+def test_pod_qos_class(s: store.Store, res: dict, want: str) -> None:
     p = pod("p")
     p["spec"]["containers"][0]["resources"] = res
-    assert store.pod_qos_class(p) == want
+    assert s.create(PODS, "default", p)["status"]["qosClass"] == want
+
+
+def test_pod_qos_class_ignores_a_zero_limit(s: store.Store) -> None:
+    """kube's ComputePodQOS counts only positive limits: a zero cpu limit is no cpu limit, so not Guaranteed."""
+    p = pod("zero")
+    p["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "0", "memory": "1Gi"}}
+    assert s.create(PODS, "default", p)["status"]["qosClass"] == "Burstable"
+
+
+def test_namespace_name_with_dots_says_so(s: store.Store) -> None:
+    with pytest.raises(errors.Invalid, match="must not contain dots"):
+        s.create(NS, None, {"metadata": {"name": "a.b"}})
 
 
 def test_dry_run_create_writes_nothing(s: store.Store) -> None:
@@ -904,3 +916,10 @@ def test_secret_string_data_is_merged(s: store.Store) -> None:
     secrets = s.registry.get("", "v1", "secrets")
     out = s.create(secrets, "default", {"metadata": {"name": "s"}, "stringData": {"u": "admin"}, "data": {"p": "eA=="}})
     assert out["data"] == {"p": "eA==", "u": "YWRtaW4="} and "stringData" not in out and out["type"] == "Opaque"
+
+
+def test_pod_with_a_malformed_quantity_is_invalid_not_a_crash(s: store.Store) -> None:
+    p = pod("bad")
+    p["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "lots"}}
+    with pytest.raises((errors.Invalid, errors.BadRequest)):
+        s.create(PODS, "default", p)

@@ -183,6 +183,13 @@ CREATE_CASES: list[tuple[str, dict, str | None]] = [
                                 "limits": {"cpu": "2", _HUGE: "2Gi", "hugepages-1Ki": "2Gi"}}})),
      'spec.task[0].template.spec.resources.requests[cpu]: Invalid value: "2": must be greater than or equal to '
      "aggregate container requests of 4. "),
+    # a sidecar (restartable init container) runs beside the app containers: 2 + 2 = 4 > 3 (kube's aggregate)
+    ("pod-level-requests-below-app-plus-sidecar", job("plr", task(
+        containers=[container("app", requests={"cpu": "2"})],
+        pod_spec={"initContainers": [container("side", requests={"cpu": "2"}) | {"restartPolicy": "Always"}],
+                  "resources": {"requests": {"cpu": "3"}, "limits": {"cpu": "4"}}})),
+     'spec.task[0].template.spec.resources.requests[cpu]: Invalid value: "3": must be greater than or equal to '
+     "aggregate container requests of 4. "),
     ("pod-level-requests-above-limits", job("plr", task(
         containers=[container("fake-name-1", requests={"cpu": "2"}, limits={"cpu": "2"}),
                     container("fake-name-2", requests={"cpu": "2"}, limits={"cpu": "2"})],

@@ -236,8 +236,8 @@ KUBE_CASES = [
      'Pod "p" is invalid: spec.containers: cannot unmarshal string into a field of type array'),
     ("label-key", {**pod(), "metadata": {"name": "p", "labels": {"bad key": "v"}}},
      'Pod "p" is invalid: metadata.labels: Invalid value: "bad key": name part must consist of alphanumeric '
-     "characters, '-', '_' or '.', and must start and end with an alphanumeric character (regex used for "
-     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+     "characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or "
+     "'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
     ("label-int", {**pod(), "metadata": {"name": "p", "labels": {"k": 1}}},
      'Pod "p" is invalid: metadata.labels[k]: cannot unmarshal number into a field of type string'),
     ("annotation-list", pod(annotations={"k": ["v"]}),
