@@ -362,7 +362,8 @@ def test_helm_template_agrees(tmp_path: Path, values: dict[str, Any], check: Cal
         pytest.skip("a random password differs per render")
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
-    out = subprocess.run([HELM, "template", "lahar", str(CHART), "-n", NS, "--include-crds", "-f", str(path)],
+    out = subprocess.run([HELM, "template", "lahar", str(CHART), "-n", NS, "--include-crds", "--kube-version", "1.32.0",
+                          "-f", str(path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     theirs = {_key(o): o for o in yaml.safe_load_all(out.stdout) if o}
