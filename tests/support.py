@@ -1,4 +1,5 @@
-"""Small helpers the integration and e2e tests share: a free loopback port, and polling until the world settles."""
+"""Small helpers the integration and e2e tests share: a free loopback port, polling until the world settles, CRDs and
+a first Queue."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import yaml
 
 CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
 
-__all__ = ["free_port", "install_crds", "wait_for"]
+__all__ = ["create_queue", "free_port", "install_crds", "wait_for"]
 
 
 def free_port() -> int:
@@ -46,3 +47,10 @@ def install_crds(client: Any, *names: str, timeout: float = 20.0) -> None:
         client.create(crd_rt, yaml.safe_load((CRDS / name).read_text()))
     pg_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups")
     wait_for("PodGroups to be served", lambda: client.list(pg_rt, namespace="default") is not None, timeout, 0.2)
+
+
+def create_queue(client: Any, name: str = "q1", weight: int = 1) -> dict:
+    """An Open-able Volcano Queue (`scheduling.volcano.sh/v1beta1`) created through `client`."""
+    q_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
+    return client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                "metadata": {"name": name}, "spec": {"weight": weight}})

@@ -15,7 +15,7 @@ from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
-from tests.support import install_crds
+from tests.support import create_queue, install_crds
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +28,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestClient]:
     client = RestClient(kubeconfig.load(str(c.kubeconfig)))
     try:
         install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
-        q_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
-        client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                             "metadata": {"name": "q1"}, "spec": {"weight": 1}})
+        create_queue(client)
         yield client
     finally:
         client.close()

@@ -21,6 +21,7 @@ from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
+from tests.support import create_queue
 
 pytestmark = pytest.mark.integration
 
@@ -64,9 +65,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestClient]:
         numa_rt = client.registry.get("nodeinfo.volcano.sh", "v1alpha1", "numatopologies")
         device_rt = client.registry.get("scheduling.koordinator.sh", "v1alpha1", "devices")
         _wait(lambda: len(client.list(numa_rt)["items"]) == 4 and len(client.list(device_rt)["items"]) == 4)
-        q_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
-        client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                             "metadata": {"name": "q1"}, "spec": {"weight": 1}})
+        create_queue(client)
         yield client
     finally:
         client.close()
