@@ -1,5 +1,5 @@
 """Structural-schema engine for custom resources: defaulting, validation, pruning, unknown-field detection.
-Sits under kube.store (and devcluster) the way apiextensions-apiserver sits under kube-apiserver; pure functions.
+Sits under kube.apiserver (and devcluster) the way apiextensions-apiserver sits under kube-apiserver; pure functions.
 
 The rules and the wording follow kube-apiserver (1.32):
 

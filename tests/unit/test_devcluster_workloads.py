@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lahar.devcluster import workloads
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 NOW = dt.datetime(2025, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 TEMPLATE = {"metadata": {"labels": {"app": "web"}},
