@@ -83,6 +83,12 @@ def test_the_engine_contract_lists_every_kube_module_outside_kube_apiserver() ->
     assert set(contract["forbidden_modules"]) == {"lahar.kube.apiserver", "lahar.devcluster"}
 
 
+def test_no_kube_module_is_over_700_lines() -> None:
+    long = {str(p.relative_to(REPO)): n for p in (REPO / "kube").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 700}
+    assert not long, long
+
+
 def test_every_engine_module_says_what_it_holds() -> None:
     for path in sorted((REPO / "kube" / "apiserver").glob("*.py")):
         text = path.read_text()
