@@ -79,6 +79,7 @@ def crd_status(crd: Obj, old: Obj | None, *, now: str) -> Obj:
 class CustomResources:
     """Mixed into `Store`: the schemas and selectable fields of served custom types, by (group, version, plural)."""
 
+    # what this part uses of the others (set or defined by `Store` and its other parts), named for readers
     registry: Registry
     _lock: threading.RLock
     _by_type: dict[tuple[str, str], dict[str, Obj]]

@@ -59,6 +59,7 @@ def check_preconditions(rt: ResourceType, name: str, cur: Obj, pre: dict[str, st
 class Collector:
     """Mixed into `Store`: DELETE and everything it sets off, by the indexes of owners and namespaces."""
 
+    # what this part uses of the others (set or defined by `Store` and its other parts), named for readers
     _lock: threading.RLock
     clock: Callable[[], datetime]
     _by_type: dict[tuple[str, str], dict[str, Obj]]

@@ -225,6 +225,7 @@ class Indexes:
     """Mixed into `Store`: the stored objects and every index over them, kept in step by `_index` on each commit
     (under the store lock). `_selectable` (a CRD's selectableFields) is filled by `crds.CustomResources`."""
 
+    # what this part uses of the others (set or defined by `Store` and its other parts), named for readers
     registry: Registry
     _selectable: dict[tuple[str, str, str], tuple[str, ...]]
 

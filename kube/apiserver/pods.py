@@ -22,6 +22,7 @@ __all__ = ["PodSubresources"]
 class PodSubresources:
     """Mixed into `Store`: `bind` and `evict`."""
 
+    # what this part uses of the others (set or defined by `Store` and its other parts), named for readers
     clock: Callable[[], datetime]
     _txn: Callable[[], AbstractContextManager[None]]
     _find: Callable[[ResourceType, str | None, str], tuple[str, Obj | None]]

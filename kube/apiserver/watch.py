@@ -139,6 +139,7 @@ class Watches:
     """Mixed into `Store`: the watchers per type and the bounded history of changes (events at or below `_floor`
     are gone: a watch from there is a 410)."""
 
+    # what this part uses of the others (set or defined by `Store` and its other parts), named for readers
     _lock: threading.RLock
     _rv: int
     history_size: int
