@@ -8,7 +8,9 @@ PodGroup (annotation `volcano.sh/job-allocated-hypernode`); later sessions keep 
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,7 +24,7 @@ from lahar.scheduler.framework.statement import Statement
 if TYPE_CHECKING:
     from lahar.scheduler.actions.allocate import Allocate
 
-__all__ = ["Shortfall", "allocate_job", "constraint_of", "errors_within", "explain", "record", "shortfall"]
+__all__ = ["allocate_job", "constraint_of", "errors_within", "explain", "record", "shortfalls"]
 
 def constraint_of(ssn: Session, job: Job) -> hypernodes.Constraint | None:
     """The job's networkTopology when a plugin answers `hypernode_gradient` (Volcano: without the
@@ -41,8 +43,15 @@ def _gradient(ssn: Session, job: Job) -> list[list[str]] | None:
     return None
 
 
+_TREES: weakref.WeakKeyDictionary[Session, hypernodes.Tree] = weakref.WeakKeyDictionary()
+
+
 def _tree(ssn: Session) -> hypernodes.Tree:
-    return hypernodes.tree_of(ssn.snapshot.extras.get("hypernodes") or {}, [n.node for n in ssn.nodes])
+    tree = _TREES.get(ssn)
+    if tree is None:
+        tree = _TREES[ssn] = hypernodes.tree_of(ssn.snapshot.extras.get("hypernodes") or {},
+                                                [n.node for n in ssn.nodes])
+    return tree
 
 
 def _scores(ssn: Session, job: Job, names: list[str]) -> np.ndarray:
@@ -69,45 +78,75 @@ def errors_within(ssn: Session, task: Task, mask: np.ndarray) -> FitErrors:
     return out
 
 
-class Shortfall:
-    """Why a HyperNode cannot hold the gang before any task is tried: the resource its free total lacks, else
-    too few task slots on its nodes; `ok` when it might."""
+class _Members:
+    """A session's HyperNode × node-row membership matrix, for per-HyperNode sums in one product."""
 
-    __slots__ = ("ok", "reason")
+    __slots__ = ("pos", "matrix", "empty")
 
-    def __init__(self, ok: bool, reason: str = "") -> None:
-        self.ok = ok
-        self.reason = reason
+    def __init__(self, ssn: Session, tree: hypernodes.Tree) -> None:
+        names = sorted(tree.hypernodes)
+        self.pos = {n: i for i, n in enumerate(names)}
+        self.matrix = np.zeros((len(names), len(ssn.arrays)))
+        for i, name in enumerate(names):
+            self.matrix[i, tree.rows(name, ssn.arrays.index)] = 1.0
+        self.empty = self.matrix.sum(axis=1) == 0
 
 
-def shortfall(ssn: Session, job: Job, tasks: list[Task], rows: np.ndarray) -> Shortfall:
-    """A necessary condition, as allocate's `_cannot_be_ready` but over one HyperNode's nodes: the gang's missing
-    tasks must fit the free resources and the free task slots under it."""
-    need = job.min_available - job.ready_task_num() - job.waiting_task_num() - job.best_effort_pending
-    if need <= 0:
-        return Shortfall(True)
-    if not len(rows):
-        return Shortfall(False, "have no nodes")
-    arrays = ssn.arrays
-    free = arrays.future_idle()[rows] + EPSILON
-    wanted = tasks[-need:] if len(tasks) >= need else tasks  # pop() order: the first `need` tasks are last
-    total = np.sum([t.init_resreq for t in wanted], axis=0) if wanted else arrays.resources.zeros()
-    short = np.flatnonzero(total > free.sum(axis=0))
-    if len(short):
-        return Shortfall(False, f"have too few free {ssn.resources.names[int(short[0])]}")
-    room = np.maximum(arrays.max_pods[rows] - arrays.pods[rows], 0).astype(np.float64)
-    groups: dict[bytes, list[Task]] = {}
-    for t in tasks:
-        groups.setdefault(t.init_resreq.tobytes(), []).append(t)
-    possible = 0
-    for members in groups.values():
-        req = members[0].init_resreq
-        dims = req > EPSILON
-        slots = np.floor(free[:, dims] / req[dims]).min(axis=1) if dims.any() else room
-        possible += min(len(members), int(np.minimum(np.maximum(slots, 0), room).sum()))
-    if possible < need:
-        return Shortfall(False, "have too few nodes with room for a task")
-    return Shortfall(True)
+_MEMBERS: weakref.WeakKeyDictionary[Session, _Members] = weakref.WeakKeyDictionary()
+
+
+class _Need:
+    """What the gang still needs, computed once per job: the missing task count and their summed request; per
+    HyperNode its free resources and how many of the tasks (per request group) its nodes' free resources and pod
+    room take."""
+
+    __slots__ = ("count", "total", "free", "slots", "groups", "pos", "empty")
+
+    def __init__(self, ssn: Session, job: Job, tasks: list[Task], members: _Members) -> None:
+        self.count = job.min_available - job.ready_task_num() - job.waiting_task_num() - job.best_effort_pending
+        self.pos = members.pos
+        arrays = ssn.arrays
+        free = arrays.future_idle() + EPSILON
+        wanted = tasks[-self.count:] if 0 < self.count <= len(tasks) else tasks  # pop() order: first are last
+        self.total = np.sum([t.init_resreq for t in wanted], axis=0) if wanted else arrays.resources.zeros()
+        room = np.maximum(arrays.max_pods - arrays.pods, 0).astype(np.float64)
+        groups: dict[bytes, list[Task]] = {}
+        for t in tasks:
+            groups.setdefault(t.init_resreq.tobytes(), []).append(t)
+        self.groups = [len(m) for m in groups.values()]
+        per_node = np.zeros((len(arrays), len(groups)))
+        for g, members_ in enumerate(groups.values()):
+            req = members_[0].init_resreq
+            dims = req > EPSILON
+            slots = np.floor(free[:, dims] / req[dims]).min(axis=1) if dims.any() else room
+            per_node[:, g] = np.minimum(np.maximum(slots, 0), room)
+        self.free = members.matrix @ free
+        self.slots = members.matrix @ per_node
+        self.empty = members.empty
+
+
+def shortfalls(ssn: Session, need: _Need, names: list[str]) -> tuple[np.ndarray, Counter[str]]:
+    """A necessary condition per HyperNode, as allocate's `_cannot_be_ready` but over its nodes: the gang's missing
+    tasks must fit its free resources and its free task slots. Which of `names` may hold the gang, and why the
+    others cannot (counted by reason)."""
+    if need.count <= 0:
+        return np.ones(len(names), dtype=bool), Counter()
+    idx = np.fromiter((need.pos[n] for n in names), dtype=np.intp, count=len(names))
+    short = need.total > need.free[idx]  # H × R
+    possible = np.minimum(need.slots[idx], np.asarray(need.groups, dtype=np.float64)).sum(axis=1)
+    empty = need.empty[idx]
+    any_short = short.any(axis=1) & ~empty
+    few = (possible < need.count) & ~empty & ~any_short
+    reasons: Counter[str] = Counter()
+    if empty.any():
+        reasons["have no nodes"] = int(empty.sum())
+    if any_short.any():
+        first = np.argmax(short[any_short], axis=1)
+        for k, c in zip(*np.unique(first, return_counts=True), strict=True):
+            reasons[f"have too few free {ssn.resources.names[int(k)]}"] = int(c)
+    if few.any():
+        reasons["have too few nodes with room for a task"] = int(few.sum())
+    return ~(empty | any_short | few), reasons
 
 
 def explain(constraint: hypernodes.Constraint, per_tier: dict[int, tuple[int, Counter[str]]]) -> str:
@@ -133,29 +172,25 @@ def _verb(reason: str, n: int) -> str:
 
 
 def _candidates(ssn: Session, job: Job, tasks: list[Task], tree: hypernodes.Tree, gradient: list[list[str]],
-                per_tier: dict[int, tuple[int, Counter[str]]]) -> list[tuple[int, list[str]]]:
-    """Per tier of the gradient, its HyperNodes that pass `shortfall`, best score first (ties by name); the
-    others are counted in `per_tier` with their reason."""
-    out = []
-    index = ssn.arrays.index
+                per_tier: dict[int, tuple[int, Counter[str]]]) -> Iterator[tuple[int, list[str]]]:
+    """Per tier of the gradient (computed when asked for: a gang that fits in tier 1 never looks further), its
+    HyperNodes that pass `shortfalls`, best score first (ties by name); the others are counted in `per_tier` with
+    their reason."""
+    members = _MEMBERS.get(ssn)
+    if members is None:
+        members = _MEMBERS[ssn] = _Members(ssn, tree)
+    need = _Need(ssn, job, tasks, members)
     for names in gradient:
         if not names:
             continue
         tier = tree.hypernodes[names[0]].tier
-        reasons: Counter[str] = Counter()
-        ok = []
-        for name in names:
-            s = shortfall(ssn, job, tasks, tree.rows(name, index))
-            if s.ok:
-                ok.append(name)
-            else:
-                reasons[s.reason] += 1
+        fits, reasons = shortfalls(ssn, need, names)
+        ok = [name for name, f in zip(names, fits, strict=True) if f]
         per_tier[tier] = (len(names), reasons)
         if ok:
             scores = _scores(ssn, job, ok)
             order = sorted(range(len(ok)), key=lambda k: (-scores[k], ok[k]))
-            out.append((tier, [ok[k] for k in order]))
-    return out
+            yield tier, [ok[k] for k in order]
 
 
 def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], queue: Queue,
@@ -174,16 +209,19 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
             mask = np.zeros(n, dtype=bool)
             mask[tree.rows(name, ssn.arrays.index)] = True
             job.fit_errors.clear()
-            stmt = alloc.place_tasks(ssn, list(tasks), job, queue, mask)
+            trial = list(tasks)
+            stmt = alloc.place_tasks(ssn, trial, job, queue, mask)
             placed = len(stmt) > 0  # a job already ready (elastic, or restarted pods) must place something here
             ready = placed and ssn.job_ready(job)
             if not ready and placed and not pipelined and ssn.job_pipelined(job):
                 pipelined = name
             if not ready:
                 failed[_first_reason(job)] += 1
+            if ready:  # the best-scored HyperNode the gang fits in: keep this placement
+                tasks[:] = trial
+                _note(ssn, job, tree, name)
+                return stmt
             stmt.discard()
-            if ready:
-                return _final(alloc, ssn, job, tasks, queue, tree, name, mask)
         if pipelined:
             mask = np.zeros(n, dtype=bool)
             mask[tree.rows(pipelined, ssn.arrays.index)] = True
@@ -215,12 +253,16 @@ def _final(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], queue: Qu
     job.fit_errors.clear()
     stmt = alloc.place_tasks(ssn, tasks, job, queue, mask)
     if len(stmt) and ssn.job_ready(job):
-        previous = ssn.allocated_hypernodes.get(job.uid, _stored(job, tree))
-        ssn.allocated_hypernodes[job.uid] = tree.lca(previous, name)
+        _note(ssn, job, tree, name)
         return stmt
     if not ssn.job_pipelined(job):
         stmt.discard()
     return None
+
+
+def _note(ssn: Session, job: Job, tree: hypernodes.Tree, name: str) -> None:
+    previous = ssn.allocated_hypernodes.get(job.uid, _stored(job, tree))
+    ssn.allocated_hypernodes[job.uid] = tree.lca(previous, name)
 
 
 def _stored(job: Job, tree: hypernodes.Tree) -> str:

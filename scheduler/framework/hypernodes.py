@@ -63,7 +63,7 @@ class HyperNode:
 class Tree:
     """HyperNodes by name and by tier, each node's HyperNodes, and why some members were left out (`errors`)."""
 
-    __slots__ = ("hypernodes", "by_tier", "tiers", "errors", "_ancestors", "_node_hypernodes", "_rows")
+    __slots__ = ("hypernodes", "by_tier", "tiers", "errors", "_ancestors", "_node_hypernodes", "_rows", "_lca")
 
     def __init__(self, hypernodes: dict[str, HyperNode], errors: list[str]) -> None:
         self.hypernodes = hypernodes
@@ -80,6 +80,7 @@ class Tree:
                 node_hns.setdefault(node, []).append(name)
         self._node_hypernodes = node_hns
         self._rows: dict[tuple[str, int], np.ndarray] = {}
+        self._lca: dict[tuple[str, str], str] = {}
 
     def __len__(self) -> int:
         return len(self.hypernodes)
@@ -105,8 +106,11 @@ class Tree:
             return b
         if not b:
             return a
-        mine = set(self.ancestors(a))
-        return next((x for x in self.ancestors(b) if x in mine), "")
+        got = self._lca.get((a, b))
+        if got is None:
+            mine = set(self.ancestors(a))
+            got = self._lca[(a, b)] = next((x for x in self.ancestors(b) if x in mine), "")
+        return got
 
     def descendants(self, name: str) -> list[str]:
         """`name` and every HyperNode below it, breadth first."""

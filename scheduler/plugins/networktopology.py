@@ -106,6 +106,11 @@ class NetworkTopologyAware:
         self.hn_used = np.zeros((0, 0))
         self.row_hypernodes: list[np.ndarray] = []
         self.tier_of_row: dict[int, np.ndarray] = {}  # tier → per node row the HyperNode index of that tier (-1)
+        self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
+        self.by_leaf: dict[str, np.ndarray] = {}  # a job's HyperNode → LCA-tier score per lowest HyperNode
+        self.constraints: dict[str, hypernodes.Constraint | None] = {}
+        # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
+        self.memo: dict[str, tuple[tuple[int, str | None], str | None, np.ndarray | None]] = {}
         self.weights = np.zeros(0)
         self.placed: dict[str, int] = {}
 
@@ -124,6 +129,10 @@ class NetworkTopologyAware:
         self.hn_allocatable = members @ arrays.allocatable
         self.hn_used = members @ arrays.used
         self.row_hypernodes = [np.flatnonzero(members[:, r]) for r in range(len(arrays))]
+        self.leaf_of_row = np.array([self.pos.get(tree.leaf_of(name), -1) for name in arrays.names], dtype=np.intp)
+        self.by_leaf = {}
+        self.constraints = {}
+        self.memo = {}
         self.tier_of_row = {}
         for tier in range(tree.tiers[0], tree.tiers[-1] + 1) if tree.tiers else ():
             col = np.full(len(arrays), -1, dtype=np.intp)
@@ -147,11 +156,25 @@ class NetworkTopologyAware:
     # --- helpers ---------------------------------------------------------------------------------------------------
 
     def constraint(self, job: Job) -> hypernodes.Constraint | None:
-        return hypernodes.constraint((job.podgroup.get("spec") or {}).get("networkTopology"), self.tree)
+        got = self.constraints.get(job.uid, False)
+        if got is False:
+            got = self.constraints[job.uid] = hypernodes.constraint(
+                (job.podgroup.get("spec") or {}).get("networkTopology"), self.tree)
+        return got  # type: ignore[return-value]
 
     def allocated(self, job: Job) -> str:
         """Where the job runs: the session's decision, else the PodGroup's annotation, joined (LCA) with the
         lowest HyperNodes of its tasks placed so far in this session."""
+        assert self.ssn is not None
+        key = (job.version, self.ssn.allocated_hypernodes.get(job.uid))
+        memo = self.memo.get(job.uid)
+        if memo is not None and memo[0] == key and memo[1] is not None:
+            return memo[1]
+        out = self._allocated(job)
+        self.memo[job.uid] = (key, out, None)
+        return out
+
+    def _allocated(self, job: Job) -> str:
         assert self.ssn is not None
         base = self.ssn.allocated_hypernodes.get(job.uid)
         if base is None:
@@ -183,13 +206,19 @@ class NetworkTopologyAware:
         score = (ratio * w).sum(axis=1) / total if total > 0 else np.zeros(len(idx))
         return np.where(over, 0.0, score)
 
-    def _task_share(self, job: Job, hn: int) -> float:
-        """The share of the job's tasks running (or placed) under HyperNode `hn` (Volcano scoreWithTaskNum)."""
-        if not job.tasks:
-            return 1.0
-        n = sum(1 for s in _PLACED for t in job.index.get(s, {}).values()
-                if t.node >= 0 and self.members[hn, t.node])
-        return n / len(job.tasks)
+    def _task_counts(self, job: Job) -> np.ndarray:
+        """Per HyperNode, how many of the job's tasks run (or are placed) under it (Volcano scoreWithTaskNum)."""
+        memo = self.memo.get(job.uid)
+        if memo is not None and memo[0][0] == job.version and memo[2] is not None:
+            return memo[2]
+        counts = np.zeros(len(self.names))
+        for s in _PLACED:
+            for t in job.index.get(s, {}).values():
+                if t.node >= 0:
+                    counts[self.row_hypernodes[t.node]] += 1
+        if memo is not None and memo[0][0] == job.version:
+            self.memo[job.uid] = (memo[0], memo[1], counts)
+        return counts
 
     def _tier_score(self, tier: int) -> float:
         lo, hi = self.tree.tiers[0], self.tree.tiers[-1]
@@ -226,9 +255,8 @@ class NetworkTopologyAware:
         scores = self._binpack(np.asarray(request), idx)
         if len(scores) > 1:
             top = np.flatnonzero(scores >= scores.max())
-            if len(top) > 1:
-                for k in top:
-                    scores[k] += self._task_share(job, int(idx[k]))
+            if len(top) > 1 and job.tasks:
+                scores[top] += self._task_counts(job)[idx[top]] / len(job.tasks)
         return scores * MAX_NODE_SCORE * self.options.weight
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
@@ -253,34 +281,42 @@ class NetworkTopologyAware:
         total = sum(weights.values())
         if total <= 0:
             return np.zeros(len(candidates))
-        hn_scores = self._binpack(task.resreq, np.arange(len(self.names)))
+        cols = {tier: self.tier_of_row[tier][candidates] for tier in weights}
+        used = np.unique(np.concatenate(list(cols.values())))
+        used = used[used >= 0]
+        hn_scores = np.zeros(len(self.names))
+        hn_scores[used] = self._binpack(task.resreq, used)  # only the HyperNodes holding a candidate
         out = np.zeros(len(candidates))
         for tier, w in weights.items():
-            col = self.tier_of_row[tier][candidates]
+            col = cols[tier]
             out += w * np.where(col >= 0, hn_scores[np.maximum(col, 0)], 1.0)
         return out / total
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
         """The lower the tier of the LCA of the node's HyperNode and the job's, the better (1 inside the job's own
         HyperNode); ties at the top broken by the share of the job's tasks under the node's HyperNode."""
+        leaves = self.leaf_of_row[candidates]
+        if (leaves == leaves[0]).all():
+            return np.zeros(len(candidates))  # one HyperNode (a hard gang inside its rack): the same for every node
         allocated = self.allocated(job)
         if not allocated:
             return np.zeros(len(candidates))
-        names = self.ssn.arrays.names if self.ssn is not None else []
-        leaves = [self.tree.leaf_of(names[int(r)]) for r in candidates]
-        scores = np.zeros(len(candidates))
-        for i, leaf in enumerate(leaves):
-            if not leaf:
-                continue
-            if leaf == allocated:
-                scores[i] = 1.0
-                continue
-            lca = self.tree.lca(leaf, allocated)
-            if lca:
-                scores[i] = self._tier_score(self.tree.hypernodes[lca].tier)
+        by_leaf = self.by_leaf.get(allocated)
+        if by_leaf is None:
+            by_leaf = np.zeros(len(self.names))
+            for leaf in np.unique(self.leaf_of_row):
+                if leaf < 0:
+                    continue
+                name = self.names[leaf]
+                if name == allocated:
+                    by_leaf[leaf] = 1.0
+                else:
+                    lca = self.tree.lca(name, allocated)
+                    by_leaf[leaf] = self._tier_score(self.tree.hypernodes[lca].tier) if lca else 0.0
+            self.by_leaf[allocated] = by_leaf
+        scores = np.where(leaves >= 0, by_leaf[np.maximum(leaves, 0)], 0.0)
         top = np.flatnonzero(scores >= scores.max())
-        if len(top) > 1:
-            for k in top:
-                if leaves[k]:
-                    scores[k] += self._task_share(job, self.pos[leaves[k]])
+        if len(top) > 1 and job.tasks:
+            share = self._task_counts(job) / len(job.tasks)
+            scores[top] += np.where(leaves[top] >= 0, share[np.maximum(leaves[top], 0)], 0.0)
         return scores

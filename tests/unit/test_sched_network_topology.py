@@ -253,3 +253,39 @@ def test_hard_gang_never_spans_two_hypernodes_of_its_tier_and_nodes_are_not_over
         nt = pg.obj["spec"].get("networkTopology")
         if placed and nt and nt["mode"] == "hard" and nt["highestTierAllowed"] == 1:
             assert len({x.split("-")[0] for x in placed}) == 1, placed
+
+
+def test_committed_hypernode_lands_on_the_podgroup_and_restarted_pods_return_to_it() -> None:
+    """Through the cluster client: the session writes the annotation; a pod recreated later (RestartPod keeps the
+    PodGroup) goes back under the recorded HyperNode although the other rack has more room."""
+    from lahar.kube.memory import MemoryClient
+    from lahar.scheduler.session import run_once
+
+    client = MemoryClient.with_crds()
+    reg = client.registry
+    rt = {k: reg.get(*v) for k, v in {
+        "nodes": ("", "v1", "nodes"), "pods": ("", "v1", "pods"),
+        "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+        "queues": ("scheduling.volcano.sh", "v1beta1", "queues"),
+        "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes")}.items()}
+    client.create(reg.get("", "v1", "namespaces"), {"metadata": {"name": "c1"}})
+    for x in FOUR_NODES:
+        client.create(rt["nodes"], x.build())
+    for h in TWO_TIER:
+        client.create(rt["hypernodes"], h)
+    client.create(rt["queues"], queue("q1").build())
+    client.create(rt["podgroups"], topo(podgroup("pg1").queue("q1").min(2), "hard", 1).build(), namespace="c1")
+    for p in gang(2, cpu="1"):
+        client.create(rt["pods"], p.build(), namespace="c1")
+    registry = in_tree_registry()
+    c = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+    decisions, result = run_once(client, c, registry=registry)
+    assert len(result.bound) == 2
+    pg = client.get(rt["podgroups"], "pg1", namespace="c1")
+    where = pg["metadata"]["annotations"][hn.ALLOCATED_HYPERNODE_ANNOTATION]
+    assert {b.node.split("-")[0] for b in decisions.binds} == {where}
+    # p2 fails and is recreated pending; the other rack is empty, the recorded one has room for it
+    client.delete(rt["pods"], "p2", namespace="c1", grace_period_seconds=0)
+    client.create(rt["pods"], gang(2, cpu="1")[1].build(), namespace="c1")
+    decisions, _ = run_once(client, c, registry=registry)
+    assert [b.node.split("-")[0] for b in decisions.binds] == [where]
