@@ -107,6 +107,8 @@ class NetworkTopologyAware:
         self.row_hypernodes: list[np.ndarray] = []
         self.tier_of_row: dict[int, np.ndarray] = {}  # tier → per node row the HyperNode index of that tier (-1)
         self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
+        self.tier_weights = np.zeros(0)  # fading^(tier-1) per tier, lowest first
+        self.tier_matrix = np.zeros((0, 0), dtype=np.intp)  # node row × tier → HyperNode index (len(names): none)
         self.by_leaf: dict[str, np.ndarray] = {}  # a job's HyperNode → LCA-tier score per lowest HyperNode
         self.constraints: dict[str, hypernodes.Constraint | None] = {}
         # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
@@ -139,6 +141,12 @@ class NetworkTopologyAware:
             for name in reversed(tree.by_tier.get(tier, [])):  # the first by name wins for a node in two
                 col[tree.rows(name, arrays.index)] = self.pos[name]
             self.tier_of_row[tier] = col
+        tiers = sorted(self.tier_of_row)
+        fading = fading_weights(self.tree.tiers, self.options.fading)
+        self.tier_weights = np.array([fading[t] for t in tiers])
+        self.tier_matrix = (np.stack([np.where(self.tier_of_row[t] >= 0, self.tier_of_row[t], len(self.names))
+                                      for t in tiers], axis=1) if tiers
+                            else np.zeros((len(arrays), 0), dtype=np.intp))
         names = ssn.resources.names
         self.weights = np.array([float(self.options.resources.get(n, -1)) for n in names])
         self.placed = {}
@@ -277,20 +285,10 @@ class NetworkTopologyAware:
         weighted fading^(tier-1) and averaged."""
         if not self.options.normal_pod_enable:
             return np.zeros(len(candidates))
-        weights = fading_weights(self.tree.tiers, self.options.fading)
-        total = sum(weights.values())
-        if total <= 0:
+        if not len(self.tier_weights) or self.tier_weights.sum() <= 0:
             return np.zeros(len(candidates))
-        cols = {tier: self.tier_of_row[tier][candidates] for tier in weights}
-        used = np.unique(np.concatenate(list(cols.values())))
-        used = used[used >= 0]
-        hn_scores = np.zeros(len(self.names))
-        hn_scores[used] = self._binpack(task.resreq, used)  # only the HyperNodes holding a candidate
-        out = np.zeros(len(candidates))
-        for tier, w in weights.items():
-            col = cols[tier]
-            out += w * np.where(col >= 0, hn_scores[np.maximum(col, 0)], 1.0)
-        return out / total
+        hn_scores = np.append(self._binpack(task.resreq, np.arange(len(self.names))), 1.0)  # last: under none
+        return (hn_scores[self.tier_matrix[candidates]] @ self.tier_weights) / self.tier_weights.sum()
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
         """The lower the tier of the LCA of the node's HyperNode and the job's, the better (1 inside the job's own
