@@ -253,13 +253,17 @@ def build(hypernodes: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, 
 
 def constraint(spec: Mapping[str, Any] | None, tree: Tree | None = None) -> Constraint | None:
     """A PodGroup's `spec.networkTopology` (mode defaults to hard); `highestTierName` is resolved through the
-    tree's tier names (an unknown name: any tier). None when the job has no network-topology constraint."""
+    tree's tier names (an unknown name, or a tier that is not a number: any tier). None when the job has no
+    network-topology constraint."""
     if not spec:
         return None
     mode = Mode.SOFT if str(spec.get("mode") or "hard").lower() == "soft" else Mode.HARD
     highest = spec.get("highestTierAllowed")
     if highest is not None:
-        return Constraint(mode, int(highest))
+        try:
+            return Constraint(mode, int(highest))
+        except (TypeError, ValueError):  # admission refuses it; one that got stored anyway limits nothing
+            return Constraint(mode, None)
     name = spec.get("highestTierName")
     if name and tree is not None:
         return Constraint(mode, tree.tier_of(str(name)))

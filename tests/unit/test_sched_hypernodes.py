@@ -130,6 +130,9 @@ CONSTRAINTS = [
                  id="tier-name-resolved"),
     pytest.param({"mode": "hard", "highestTierName": "nope"}, hn.Constraint(hn.Mode.HARD, None),
                  id="unknown-tier-name-any-tier"),
+    pytest.param({"mode": "hard", "highestTierAllowed": "two"}, hn.Constraint(hn.Mode.HARD, None),
+                 id="tier-not-a-number-does-not-crash"),
+    pytest.param({"mode": "Soft", "highestTierAllowed": "1"}, hn.Constraint(hn.Mode.SOFT, 1), id="tier-as-string"),
 ]
 
 

@@ -289,3 +289,16 @@ def test_committed_hypernode_lands_on_the_podgroup_and_restarted_pods_return_to_
     client.create(rt["pods"], gang(2, cpu="1")[1].build(), namespace="c1")
     decisions, _ = run_once(client, c, registry=registry)
     assert [b.node.split("-")[0] for b in decisions.binds] == [where]
+
+
+@pytest.mark.parametrize(("hypernodes", "tier", "binds", "reason"), [
+    pytest.param(TWO_TIER, 0, 0, "hard network topology, highestTierAllowed 0: no hypernode of an allowed tier",
+                 id="no-hypernode-at-or-below-the-tier"),
+    pytest.param([], 1, 2, "", id="no-hypernodes-the-cluster-top-holds-every-node"),
+])
+def test_hard_mode_edges(hypernodes: list[dict[str, Any]], tier: int, binds: int, reason: str) -> None:
+    d = run(podgroups=[topo(podgroup("pg1").queue("q1").min(2), "hard", tier)], pods=gang(2),
+            nodes=FOUR_NODES, hypernodes=hypernodes)
+    assert len(d.binds) == binds
+    if reason:
+        assert reason in d.pod_conditions[0].message
