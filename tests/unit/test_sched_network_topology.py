@@ -17,7 +17,7 @@ from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Decisions
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_session
-from tests.unit.sched_builders import _objs, node, pod, podgroup, queue, tiers_conf
+from tests.unit.sched_builders import _objs, node, pod, podgroup, priority_class, queue, tiers_conf
 
 CONF = tiers_conf("allocate", ["gang", "proportion", "predicates", "nodeorder", "network-topology-aware"])
 CONF_WITHOUT_PLUGIN = tiers_conf("allocate", ["gang", "proportion", "predicates", "nodeorder"])
@@ -41,11 +41,12 @@ def topo(pg: podgroup, mode: str, tier: int | None = None, allocated: str = "") 
 
 
 def run(*, pods: list[Any], nodes: list[Any], podgroups: list[Any], hypernodes: list[dict[str, Any]],
-        queues: list[Any] = (), conf: str = CONF) -> Decisions:  # type: ignore[assignment]
+        queues: list[Any] = (), conf: str = CONF, priority_classes: list[Any] = ()) -> Decisions:  # type: ignore[assignment]
     registry = in_tree_registry()
     c = confs.load(conf, actions=registry.action_names, plugins=registry.plugin_names)
     snap = snapshots.build(pods=_objs(list(pods)), nodes=_objs(list(nodes)), podgroups=_objs(list(podgroups)),
-                           queues=_objs(list(queues or [queue("q1")])), hypernodes=hypernodes)
+                           queues=_objs(list(queues or [queue("q1")])), hypernodes=hypernodes,
+                           priority_classes=_objs(list(priority_classes)))
     return run_session(snap, c, registry=registry, uid="ssn-1")
 
 
@@ -302,3 +303,22 @@ def test_hard_mode_edges(hypernodes: list[dict[str, Any]], tier: int, binds: int
     assert len(d.binds) == binds
     if reason:
         assert reason in d.pod_conditions[0].message
+
+
+@pytest.mark.parametrize(("constrained", "evictions"), [
+    pytest.param(False, 1, id="plain-job-preempts"),
+    pytest.param(True, 0, id="networktopology-job-does-not-preempt"),
+])
+def test_preempt_skips_jobs_with_a_network_topology(constrained: bool, evictions: int) -> None:
+    # a running low-priority pod fills the only node; a high-priority starving job of the same queue wants it
+    low = [pod(f"low{i}").req("1", "1G").group("pglow").on("s0-n1") for i in (1, 2)]
+    high = pod("high").req("1", "1G").group("pghigh")
+    pghigh = podgroup("pghigh").queue("q1").min(1).priority_class("high")
+    if constrained:
+        topo(pghigh, "hard", 1)
+    conf = tiers_conf("allocate, preempt", ["priority", "gang", "conformance"],
+                      ["predicates", "proportion", "nodeorder", "network-topology-aware"])
+    d = run(podgroups=[podgroup("pglow").queue("q1").min(1).phase("Running").priority_class("low"), pghigh],
+            pods=[*low, high], nodes=[n("s0-n1")], hypernodes=[hypernode("s0", 1, "s0-n1")], conf=conf,
+            priority_classes=[priority_class("low", 10), priority_class("high", 1000)])
+    assert len(d.evictions) == evictions
