@@ -39,6 +39,7 @@ _OPTIONAL_KINDS = {
     "numatopologies": ("nodeinfo.volcano.sh", "v1alpha1", "numatopologies"),
     "devices": ("scheduling.koordinator.sh", "v1alpha1", "devices"),
     "namespaces": ("", "v1", "namespaces"),  # pod affinity namespaceSelector (plugins/predicates)
+    "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),  # network topology (framework/hypernodes)
 }
 
 

@@ -159,6 +159,18 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
 
         out.podgroups_written = sum(pool.map(write_pg, decisions.podgroups.items()))
 
+        def annotate_pg(item: tuple[str, dict[str, str]]) -> None:
+            uid, annotations = item
+            namespace, _, name = uid.partition("/")
+            if pg_rt is None or not name:
+                return
+            try:
+                client.patch(pg_rt, name, {"metadata": {"annotations": annotations}}, namespace=namespace)
+            except errors.ApiError as exc:
+                log.warning("podgroup %s annotations: %s", uid, exc)
+
+        list(pool.map(annotate_pg, decisions.podgroup_annotations.items()))
+
         def write_pod(c: Any) -> int:
             cond = {"type": "PodScheduled", "status": "False", "reason": c.reason, "message": c.message,
                     "lastTransitionTime": now()}

@@ -17,6 +17,7 @@ from lahar.scheduler.plugins.conformance import Conformance
 from lahar.scheduler.plugins.deviceshare import DeviceShare
 from lahar.scheduler.plugins.drf import Drf
 from lahar.scheduler.plugins.gang import Gang
+from lahar.scheduler.plugins.networktopology import NetworkTopologyAware
 from lahar.scheduler.plugins.nodeorder import NodeOrder
 from lahar.scheduler.plugins.numaaware import NumaAware
 from lahar.scheduler.plugins.overcommit import Overcommit
@@ -48,4 +49,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("sla", Sla)
             .add_plugin("nodeorder", NodeOrder)
             .add_plugin("numa-aware", NumaAware)
-            .add_plugin("deviceshare", DeviceShare))
+            .add_plugin("deviceshare", DeviceShare)
+            .add_plugin("network-topology-aware", NetworkTopologyAware))

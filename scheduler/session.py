@@ -22,7 +22,7 @@ from lahar.scheduler.registry import in_tree_registry
 
 __all__ = ["list_objects", "run_once", "run_session"]
 
-_OPTIONAL = frozenset({"numatopologies", "devices"})
+_OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes"})
 
 
 def run_session(snapshot: snapshots.Snapshot, conf: SchedulerConf, *, registry: Registry | None = None,
@@ -69,6 +69,7 @@ def list_objects(client: ClusterClient) -> dict[str, list[dict]]:
         "priority_classes": ("scheduling.k8s.io", "v1", "priorityclasses"),
         "numatopologies": ("nodeinfo.volcano.sh", "v1alpha1", "numatopologies"),
         "devices": ("scheduling.koordinator.sh", "v1alpha1", "devices"),
+        "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),
     }.items():
         rt = reg.get(group, version, plural)
         if rt is None:

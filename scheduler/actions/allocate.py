@@ -1,5 +1,6 @@
 """allocate: place pending tasks queue by queue, job by job; a job's statement is committed only when the gang is
-ready, kept (not committed) when only pipelined, else discarded (spec §5.3)."""
+ready, kept (not committed) when only pipelined, else discarded (spec §5.3). A job with a networkTopology goes
+through `_network.allocate_job` (one HyperNode for the whole gang)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from lahar.scheduler.actions import _network
 from lahar.scheduler.actions._util import PriorityQueue
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
@@ -69,11 +71,17 @@ class Allocate:
                 tasks.clear()  # no node arrangement can make this gang ready now: skip it this session
                 queues.push(queue)
                 continue
-            stmt = self._allocate_tasks(ssn, tasks, job, queue)
+            constraint = _network.constraint_of(ssn, job)
+            if constraint is None:
+                stmt = self._allocate_tasks(ssn, tasks, job, queue)
+            else:
+                stmt = _network.allocate_job(self, ssn, job, tasks, queue, constraint)
             if tasks:
                 jobs.push(job)
             if stmt is not None:
                 stmt.commit()
+                if constraint is not None:
+                    _network.record(ssn, job)
             queues.push(queue)
 
     @staticmethod
@@ -106,6 +114,17 @@ class Allocate:
         return True
 
     def _allocate_tasks(self, ssn: Session, tasks: list[Task], job: Job, queue: Queue) -> Statement | None:
+        stmt = self.place_tasks(ssn, tasks, job, queue)
+        if ssn.job_ready(job):
+            return stmt
+        if not ssn.job_pipelined(job):
+            stmt.discard()
+        return None
+
+    def place_tasks(self, ssn: Session, tasks: list[Task], job: Job, queue: Queue,
+                    mask: np.ndarray | None = None) -> Statement:
+        """Pop tasks (in task order) and place each on its best node — among `mask`'s nodes when given — until the
+        gang is ready or a task that fits nowhere ends it; the statement holds what was placed."""
         stmt = ssn.statement()
         arrays = ssn.arrays
         while tasks:
@@ -119,6 +138,10 @@ class Allocate:
                 job.fit_errors[task.uid] = FitErrors(len(arrays), error=st.message or st.reason)
                 break
             feasible, errors = ssn.predicate_nodes(task)
+            if mask is not None:
+                feasible = feasible & mask
+                if errors is None and not feasible.any():
+                    errors = _network.errors_within(ssn, task, mask)
             if errors is not None:
                 job.fit_errors[task.uid] = errors
                 if job.need_continue_allocating():
@@ -135,11 +158,7 @@ class Allocate:
                 stmt.pipeline(task, node)
             if tasks and ssn.job_ready(job):
                 break
-        if ssn.job_ready(job):
-            return stmt
-        if not ssn.job_pipelined(job):
-            stmt.discard()
-        return None
+        return stmt
 
 
 def _exhausted(ssn: Session, task: Task, fallback: str) -> FitErrors:

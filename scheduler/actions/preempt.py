@@ -66,7 +66,8 @@ class Preempt:
             if queue is None:
                 continue
             queues.setdefault(queue.uid, queue)
-            if ssn.job_starving(job):
+            if ssn.job_starving(job) and not (job.podgroup.get("spec") or {}).get("networkTopology"):
+                # Volcano: a job with a networkTopology does not preempt (it would land outside its HyperNode)
                 preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
                 under_request.append(job)
                 tasks[job.uid] = sorted((t for t in job.index.get(TaskStatus.PENDING, {}).values()

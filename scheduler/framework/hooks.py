@@ -24,6 +24,8 @@ __all__ = [
     "BestNode",
     "Code",
     "EventHandler",
+    "HyperNodeGradient",
+    "HyperNodeOrder",
     "JobEnqueueable",
     "JobEnqueued",
     "JobOrder",
@@ -260,6 +262,23 @@ class BestNode(Protocol):
     def best_node(self, task: Task, candidates: np.ndarray, scores: np.ndarray) -> int | None: ...
 
 
+# --- HyperNodes (network topology, framework/hypernodes.py) ---------------------------------------------------------
+
+@runtime_checkable
+class HyperNodeGradient(Protocol):
+    """The HyperNodes a job with a networkTopology may land in, grouped by tier, lowest first; the first plugin
+    that answers wins (switch `enabledHyperNodeGradient`). No plugin: the job is placed as if unconstrained."""
+
+    def hypernode_gradient(self, job: Job) -> list[list[str]] | None: ...
+
+
+@runtime_checkable
+class HyperNodeOrder(Protocol):
+    """Scores of candidate HyperNodes for a job, summed across plugins (switch `enabledHyperNodeOrder`)."""
+
+    def hypernode_order(self, job: Job, hypernodes: list[str]) -> np.ndarray: ...
+
+
 # hook method → (protocol, conf switch that gates it, or None = always on)
 HOOKS: dict[str, tuple[type[Any], str | None]] = {
     "on_session_open": (SessionOpen, None),
@@ -283,4 +302,6 @@ HOOKS: dict[str, tuple[type[Any], str | None]] = {
     "predicate": (Predicate, "enablePredicate"),
     "node_order": (NodeOrder, "enableNodeOrder"),
     "best_node": (BestNode, "enableBestNode"),
+    "hypernode_gradient": (HyperNodeGradient, "enabledHyperNodeGradient"),
+    "hypernode_order": (HyperNodeOrder, "enabledHyperNodeOrder"),
 }

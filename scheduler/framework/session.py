@@ -111,6 +111,8 @@ class Decisions:
     # pod uid → annotations written with its bind (Binding metadata, applied with the node assignment): device
     # and NUMA decisions of the deviceshare and numa-aware plugins
     annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+    # job uid ("namespace/name") → PodGroup annotations to merge: the allocated HyperNode (actions/_network.py)
+    podgroup_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def bind_map(self) -> dict[str, str]:
         return {f"{b.namespace}/{b.name}": b.node for b in self.binds}
@@ -153,6 +155,8 @@ class Session:
         self.resources = snapshot.resources
         self.total = snapshot.total
         self.decisions = Decisions(session=self.uid)
+        # job uid → the HyperNode it runs under (Volcano JobInfo.AllocatedHyperNode), as allocate decides it
+        self.allocated_hypernodes: dict[str, str] = {}
         self.tiers: list[list[tuple[PluginOption, Any]]] = []
         self.plugins: dict[str, Any] = {}
         self._hooks: dict[str, list[list[Any]]] = {}

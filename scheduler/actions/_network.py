@@ -1,0 +1,282 @@
+"""allocate for a job with a `networkTopology` (Volcano allocateForJob with HyperNodes): the gang is placed whole
+under one HyperNode, trying the gradient's tiers lowest first and, inside a tier, the best-scored HyperNode it fits.
+
+Hard mode: nothing fits → nothing is placed, and the job's fit error says per tier why no HyperNode fits. Soft
+mode: nothing fits → placed as an unconstrained job. The HyperNode a committed job landed under is recorded on its
+PodGroup (annotation `volcano.sh/job-allocated-hypernode`); later sessions keep its pending tasks in that domain.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lahar.scheduler.framework import hypernodes
+from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import FitErrors, Job, Queue, Task
+from lahar.scheduler.framework.statement import Statement
+
+if TYPE_CHECKING:
+    from lahar.scheduler.actions.allocate import Allocate
+
+__all__ = ["allocate_job", "constraint_of", "errors_within", "explain", "record", "shortfalls"]
+
+def constraint_of(ssn: Session, job: Job) -> hypernodes.Constraint | None:
+    """The job's networkTopology when a plugin answers `hypernode_gradient` (Volcano: without the
+    network-topology-aware plugin a constrained job is placed as any other)."""
+    spec = (job.podgroup.get("spec") or {}).get("networkTopology")
+    if not spec or not ssn.has_hook("hypernode_gradient"):
+        return None
+    return hypernodes.constraint(spec, _tree(ssn))
+
+
+def _gradient(ssn: Session, job: Job) -> list[list[str]] | None:
+    for p in ssn.hooked("hypernode_gradient"):
+        got = p.hypernode_gradient(job)
+        if got is not None:
+            return got
+    return None
+
+
+_TREES: weakref.WeakKeyDictionary[Session, hypernodes.Tree] = weakref.WeakKeyDictionary()
+
+
+def _tree(ssn: Session) -> hypernodes.Tree:
+    tree = _TREES.get(ssn)
+    if tree is None:
+        tree = _TREES[ssn] = hypernodes.tree_of(ssn.snapshot.extras.get("hypernodes") or {},
+                                                [n.node for n in ssn.nodes])
+    return tree
+
+
+def _scores(ssn: Session, job: Job, names: list[str]) -> np.ndarray:
+    total = np.zeros(len(names))
+    for p in ssn.hooked("hypernode_order"):
+        total += p.hypernode_order(job, names)
+    return total
+
+
+def errors_within(ssn: Session, task: Task, mask: np.ndarray) -> FitErrors:
+    """Why `task` fits no node of `mask`: per node the first short resource, else the predicate's reason."""
+    rows = np.flatnonzero(mask)
+    out = FitErrors(total=len(rows))
+    f = ssn.predicate(task)
+    short = ssn.arrays.insufficient(task.init_resreq, ssn.arrays.future_idle()[rows]) if len(rows) else []
+    names = ssn.resources.names
+    for k, i in enumerate(rows):
+        if short[k] >= 0:
+            out.reasons[f"Insufficient {names[short[k]]}"] += 1
+        elif f.reasons is not None and f.reasons[i] is not None:
+            out.reasons[f.reasons[i]] += 1
+        else:
+            out.reasons["node(s) didn't match the predicates"] += 1
+    return out
+
+
+class _Members:
+    """A session's HyperNode × node-row membership matrix, for per-HyperNode sums in one product."""
+
+    __slots__ = ("pos", "matrix", "empty")
+
+    def __init__(self, ssn: Session, tree: hypernodes.Tree) -> None:
+        names = sorted(tree.hypernodes)
+        self.pos = {n: i for i, n in enumerate(names)}
+        self.matrix = np.zeros((len(names), len(ssn.arrays)))
+        for i, name in enumerate(names):
+            self.matrix[i, tree.rows(name, ssn.arrays.index)] = 1.0
+        self.empty = self.matrix.sum(axis=1) == 0
+
+
+_MEMBERS: weakref.WeakKeyDictionary[Session, _Members] = weakref.WeakKeyDictionary()
+
+
+class _Need:
+    """What the gang still needs, computed once per job: the missing task count and their summed request; per
+    HyperNode its free resources and how many of the tasks (per request group) its nodes' free resources and pod
+    room take."""
+
+    __slots__ = ("count", "total", "free", "slots", "groups", "pos", "empty")
+
+    def __init__(self, ssn: Session, job: Job, tasks: list[Task], members: _Members) -> None:
+        self.count = job.min_available - job.ready_task_num() - job.waiting_task_num() - job.best_effort_pending
+        self.pos = members.pos
+        arrays = ssn.arrays
+        free = arrays.future_idle() + EPSILON
+        wanted = tasks[-self.count:] if 0 < self.count <= len(tasks) else tasks  # pop() order: first are last
+        self.total = np.sum([t.init_resreq for t in wanted], axis=0) if wanted else arrays.resources.zeros()
+        room = np.maximum(arrays.max_pods - arrays.pods, 0).astype(np.float64)
+        groups: dict[bytes, list[Task]] = {}
+        for t in tasks:
+            groups.setdefault(t.init_resreq.tobytes(), []).append(t)
+        self.groups = [len(m) for m in groups.values()]
+        per_node = np.zeros((len(arrays), len(groups)))
+        for g, members_ in enumerate(groups.values()):
+            req = members_[0].init_resreq
+            dims = req > EPSILON
+            slots = np.floor(free[:, dims] / req[dims]).min(axis=1) if dims.any() else room
+            per_node[:, g] = np.minimum(np.maximum(slots, 0), room)
+        self.free = members.matrix @ free
+        self.slots = members.matrix @ per_node
+        self.empty = members.empty
+
+
+def shortfalls(ssn: Session, need: _Need, names: list[str]) -> tuple[np.ndarray, Counter[str]]:
+    """A necessary condition per HyperNode, as allocate's `_cannot_be_ready` but over its nodes: the gang's missing
+    tasks must fit its free resources and its free task slots. Which of `names` may hold the gang, and why the
+    others cannot (counted by reason)."""
+    if need.count <= 0:
+        return np.ones(len(names), dtype=bool), Counter()
+    idx = np.fromiter((need.pos[n] for n in names), dtype=np.intp, count=len(names))
+    short = need.total > need.free[idx]  # H × R
+    possible = np.minimum(need.slots[idx], np.asarray(need.groups, dtype=np.float64)).sum(axis=1)
+    empty = need.empty[idx]
+    any_short = short.any(axis=1) & ~empty
+    few = (possible < need.count) & ~empty & ~any_short
+    reasons: Counter[str] = Counter()
+    if empty.any():
+        reasons["have no nodes"] = int(empty.sum())
+    if any_short.any():
+        first = np.argmax(short[any_short], axis=1)
+        for k, c in zip(*np.unique(first, return_counts=True), strict=True):
+            reasons[f"have too few free {ssn.resources.names[int(k)]}"] = int(c)
+    if few.any():
+        reasons["have too few nodes with room for a task"] = int(few.sum())
+    return ~(empty | any_short | few), reasons
+
+
+def explain(constraint: hypernodes.Constraint, per_tier: dict[int, tuple[int, Counter[str]]]) -> str:
+    """"hard network topology, highestTierAllowed 1: 0/4 tier-1 hypernodes fit: 3 have too few free
+    nvidia.com/gpu, 1 has ...": per tier searched, how many HyperNodes and why each failed (counts, largest first)."""
+    limit = "any tier" if constraint.highest_tier is None else f"highestTierAllowed {constraint.highest_tier}"
+    head = f"{constraint.mode} network topology, {limit}"
+    if not per_tier:
+        return f"{head}: no hypernode of an allowed tier"
+    parts = []
+    for tier in sorted(per_tier):
+        total, reasons = per_tier[tier]
+        why = ", ".join(f"{n} {_verb(r, n)}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts.append(f"0/{total} tier-{tier} hypernodes fit" + (f": {why}" if why else ""))
+    return f"{head}: " + "; ".join(parts)
+
+
+def _verb(reason: str, n: int) -> str:
+    """"have too few …" reads "1 has too few …" for one HyperNode."""
+    if n == 1 and reason.startswith("have "):
+        return "has " + reason[len("have "):]
+    return reason
+
+
+def _candidates(ssn: Session, job: Job, tasks: list[Task], tree: hypernodes.Tree, gradient: list[list[str]],
+                per_tier: dict[int, tuple[int, Counter[str]]]) -> Iterator[tuple[int, list[str]]]:
+    """Per tier of the gradient (computed when asked for: a gang that fits in tier 1 never looks further), its
+    HyperNodes that pass `shortfalls`, best score first (ties by name); the others are counted in `per_tier` with
+    their reason."""
+    members = _MEMBERS.get(ssn)
+    if members is None:
+        members = _MEMBERS[ssn] = _Members(ssn, tree)
+    need = _Need(ssn, job, tasks, members)
+    for names in gradient:
+        if not names:
+            continue
+        tier = tree.hypernodes[names[0]].tier
+        fits, reasons = shortfalls(ssn, need, names)
+        ok = [name for name, f in zip(names, fits, strict=True) if f]
+        per_tier[tier] = (len(names), reasons)
+        if ok:
+            scores = _scores(ssn, job, ok)
+            order = sorted(range(len(ok)), key=lambda k: (-scores[k], ok[k]))
+            yield tier, [ok[k] for k in order]
+
+
+def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], queue: Queue,
+                 constraint: hypernodes.Constraint) -> Statement | None:
+    """Place the gang under one HyperNode of the gradient: per tier (lowest first), the best-scored HyperNode in
+    which it becomes ready (or, if none, pipelined). As `Allocate._allocate_tasks`: the statement when the job is
+    ready, None otherwise (a pipelined placement stays applied)."""
+    tree = _tree(ssn)
+    gradient = _gradient(ssn, job) or []
+    per_tier: dict[int, tuple[int, Counter[str]]] = {}
+    n = len(ssn.arrays)
+    for tier, names in _candidates(ssn, job, tasks, tree, gradient, per_tier):
+        pipelined = ""
+        failed: Counter[str] = Counter()
+        for name in names:
+            mask = np.zeros(n, dtype=bool)
+            mask[tree.rows(name, ssn.arrays.index)] = True
+            job.fit_errors.clear()
+            trial = list(tasks)
+            stmt = alloc.place_tasks(ssn, trial, job, queue, mask)
+            placed = len(stmt) > 0  # a job already ready (elastic, or restarted pods) must place something here
+            ready = placed and ssn.job_ready(job)
+            if not ready and placed and not pipelined and ssn.job_pipelined(job):
+                pipelined = name
+            if not ready:
+                failed[_first_reason(job)] += 1
+            if ready:  # the best-scored HyperNode the gang fits in: keep this placement
+                tasks[:] = trial
+                _note(ssn, job, tree, name)
+                return stmt
+            stmt.discard()
+        if pipelined:
+            mask = np.zeros(n, dtype=bool)
+            mask[tree.rows(pipelined, ssn.arrays.index)] = True
+            return _final(alloc, ssn, job, tasks, queue, tree, pipelined, mask)
+        total, reasons = per_tier[tier]
+        per_tier[tier] = (total, reasons + failed)
+    job.fit_errors.clear()
+    if constraint.mode is hypernodes.Mode.SOFT:
+        return alloc._allocate_tasks(ssn, tasks, job, queue)
+    if tasks:
+        job.fit_errors[tasks[-1].uid] = FitErrors(total=0, error=explain(constraint, per_tier))
+        tasks.clear()  # hard mode: nothing of this gang is placed this session
+    return None
+
+
+def _first_reason(job: Job) -> str:
+    for fe in job.fit_errors.values():
+        if fe.reasons:
+            reason = fe.reasons.most_common(1)[0][0]
+            return f"have no node for a task ({reason})"
+        if fe.error:
+            return f"have no node for a task ({fe.error})"
+    return "cannot hold the whole gang"
+
+
+def _final(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], queue: Queue, tree: hypernodes.Tree,
+           name: str, mask: np.ndarray) -> Statement | None:
+    """Place for real in the chosen HyperNode (the same, deterministic, walk as its dry run) and note where."""
+    job.fit_errors.clear()
+    stmt = alloc.place_tasks(ssn, tasks, job, queue, mask)
+    if len(stmt) and ssn.job_ready(job):
+        _note(ssn, job, tree, name)
+        return stmt
+    if not ssn.job_pipelined(job):
+        stmt.discard()
+    return None
+
+
+def _note(ssn: Session, job: Job, tree: hypernodes.Tree, name: str) -> None:
+    previous = ssn.allocated_hypernodes.get(job.uid, _stored(job, tree))
+    ssn.allocated_hypernodes[job.uid] = tree.lca(previous, name)
+
+
+def _stored(job: Job, tree: hypernodes.Tree) -> str:
+    got = ((job.podgroup.get("metadata") or {}).get("annotations") or {}).get(
+        hypernodes.ALLOCATED_HYPERNODE_ANNOTATION, "")
+    return got if got in tree else ""
+
+
+def record(ssn: Session, job: Job) -> None:
+    """After a commit: write the job's allocated HyperNode on its PodGroup when it changed."""
+    name = ssn.allocated_hypernodes.get(job.uid)
+    if not name:
+        return
+    stored = ((job.podgroup.get("metadata") or {}).get("annotations") or {}).get(
+        hypernodes.ALLOCATED_HYPERNODE_ANNOTATION, "")
+    if stored != name:
+        ssn.decisions.podgroup_annotations[job.uid] = {hypernodes.ALLOCATED_HYPERNODE_ANNOTATION: name}
