@@ -9,13 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lahar.devcluster.workloads._objects import (
-    _meta,
-    _name,
-    _spec,
-    _status,
-    is_terminal,
-)
+from lahar.devcluster.workloads._objects import _meta, _name, _spec, _status, is_terminal
 from lahar.kube import podspec, quantity
 from lahar.kube.client import Obj
 
