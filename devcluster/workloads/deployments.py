@@ -1,6 +1,6 @@
 """The Deployment controller's decision: `deployment_plan`, one ReplicaSet per pod template, rolled out by Recreate.
 
-Part of `devcluster.workloads` (pure, over `_objects`); `controllers.WorkloadControllers` applies the plan.
+Part of `devcluster.workloads` (pure, over `_objects`); `WorkloadControllers` (in `workloads.controllers`) applies the plan.
 """
 
 from __future__ import annotations

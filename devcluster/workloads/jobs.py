@@ -1,7 +1,7 @@
 """The batch/v1 Job controller's decision: `job_plan` (NonIndexed and Indexed completions, backoffLimit,
 activeDeadlineSeconds, suspend) and the defaults kube-apiserver gives a Job.
 
-Part of `devcluster.workloads` (pure, over `_objects`); `controllers.WorkloadControllers` applies the plan.
+Part of `devcluster.workloads` (pure, over `_objects`); `WorkloadControllers` (in `workloads.controllers`) applies the plan.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ReplicaSet controller's decision: `replicaset_plan` keeps `spec.replicas` active pods.
 
-Part of `devcluster.workloads` (pure, over `_objects`); `controllers.WorkloadControllers` applies the plan.
+Part of `devcluster.workloads` (pure, over `_objects`); `WorkloadControllers` (in `workloads.controllers`) applies the plan.
 """
 
 from __future__ import annotations

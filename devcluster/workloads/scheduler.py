@@ -1,7 +1,7 @@
 """The tiny default-scheduler: `node_fits` (selector, required node affinity, taints, Ready, requests, pod count)
 and `choose_node` (the least requested node that fits) for pods with `schedulerName: default-scheduler`.
 
-Part of `devcluster.workloads` (pure, over `_objects`); `controllers.WorkloadControllers.schedule` binds.
+Part of `devcluster.workloads` (pure, over `_objects`); `WorkloadControllers.schedule` binds.
 """
 
 from __future__ import annotations

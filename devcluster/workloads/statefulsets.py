@@ -1,7 +1,7 @@
 """The StatefulSet controller's decision: `statefulset_plan`, ordinal pods created in order (OrderedReady) or
 all at once (Parallel), replaced highest ordinal first on a template change.
 
-Part of `devcluster.workloads` (pure, over `_objects`); `controllers.WorkloadControllers` applies the plan.
+Part of `devcluster.workloads` (pure, over `_objects`); `WorkloadControllers` (in `workloads.controllers`) applies the plan.
 """
 
 from __future__ import annotations
