@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lahar.kube import resources, store
+from lahar.kube import resources
+from lahar.kube.apiserver import store
 from lahar.kube.resources import Registry
 
 POD: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """devcluster: an embedded Kubernetes-compatible API server for single-machine use, demos and tests.
 
 `DevCluster(data_dir).start()` serves kube-apiserver's REST protocol over HTTPS (the real kubectl and the official
-client use it as a cluster) on top of `kube.store`; state in SQLite under the data directory. Only `lahar` and
+client use it as a cluster) on top of `kube.apiserver`; state in SQLite under the data directory. Only `lahar` and
 tests import it.
 """
 

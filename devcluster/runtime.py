@@ -15,7 +15,7 @@ from typing import Any
 from lahar.devcluster import kubelet, nodes, profiles, workloads
 from lahar.devcluster.server import DevCluster
 from lahar.kube import errors
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 __all__ = ["Cluster"]
 

@@ -1,4 +1,4 @@
-"""devcluster's HTTPS front: kube-apiserver's REST protocol over `kube.store.Store`, served by uvicorn.
+"""devcluster's HTTPS front: kube-apiserver's REST protocol over `kube.apiserver.store.Store`, served by uvicorn.
 
 The thin shell of devcluster: `ApiServer` is a plain ASGI app (routing, auth, content negotiation, watch streaming,
 Status errors) that calls the synchronous store in a threadpool; `DevCluster` owns the data directory (PKI, token,
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 
 class ApiServer:
-    """The ASGI app: kube-apiserver's REST surface over a `kube.store.Store`."""
+    """The ASGI app: kube-apiserver's REST surface over a `kube.apiserver.store.Store`."""
 
     def __init__(self, store: Any, registry: Registry, *, token: str | None = None, bookmark_interval: float = 5.0,
                  server_address: str = "", clock: Callable[[], dt.datetime] | None = None) -> None:
@@ -222,7 +222,7 @@ class ApiServer:
     def _request(self, query: _Query, warnings: list[str], *, dry_run_values: list[str] | None = None,
                  headers: dict[str, str] | None = None) -> Any:
         from lahar.kube import apply
-        from lahar.kube import store as kstore
+        from lahar.kube.apiserver import store as kstore
 
         dry = query.all("dryRun") if dry_run_values is None else dry_run_values
         for value in dry:
@@ -451,7 +451,7 @@ def _free_socket(host: str, port: int) -> socket.socket:
 class DevCluster:
     """The embedded API server: `start()` serves in a background thread, `serve_forever()` in the foreground.
 
-    `store` may be given (tests); otherwise a `kube.store.Store` over `devcluster.storage.SQLiteBackend` in
+    `store` may be given (tests); otherwise a `kube.apiserver.store.Store` over `devcluster.storage.SQLiteBackend` in
     `<data_dir>/state.db`, with the webhook admission chain. `<data_dir>/kubeconfig` is written on every start.
     """
 
@@ -500,7 +500,7 @@ class DevCluster:
         if self.store is not None:
             return
         from lahar.devcluster.storage import SQLiteBackend
-        from lahar.kube import store as kstore
+        from lahar.kube.apiserver import store as kstore
 
         backend = SQLiteBackend(self.data.database)
         self.store = kstore.Store(registry=self.registry, backend=backend, track_managed_fields=True)

@@ -1,4 +1,5 @@
-"""devcluster's persistence: the `kube.store.Backend` over SQLite (WAL), so a restart loses no acknowledged write.
+"""devcluster's persistence: `kube.apiserver.ports.Backend` over SQLite (WAL), so a restart loses no acknowledged
+write.
 
 The store keeps all state in memory and calls `write`/`write_many` under its lock before it answers; this module
 only makes those writes durable and hands them back (objects + recent event log) on `load()` at start.

@@ -1,7 +1,7 @@
 """The cluster client port: what every lahar process needs from a Kubernetes API, over plain dict objects.
 
 Two implementations keep the same semantics: `kube.rest.RestClient` (the official `kubernetes` client, for a real
-cluster or devcluster) and `kube.memory.MemoryClient` (in-process, for unit tests). Errors are `kube.errors`.
+cluster or devcluster) and `kube.apiserver.memory.MemoryClient` (in-process, for unit tests). Errors are `kube.errors`.
 """
 
 from __future__ import annotations

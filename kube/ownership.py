@@ -1,7 +1,7 @@
 """The store's bridge to field management: `metadata.managedFields` after a write, and the checks of an apply
 request before `kube.apply` merges it.
 
-Called by `kube.store.Store` on create, update, patch and apply; pure functions over plain dicts, errors are
+Called by `kube.apiserver.store.Store` on create, update, patch and apply; pure functions over plain dicts, errors are
 `kube.errors` with kube-apiserver's texts.
 """
 

@@ -1,7 +1,7 @@
 """Decode-time checks of built-in kinds, as kube-apiserver's typed decoder does them: JSON types, unknown fields,
 integer ranges, label keys and values, and resource quantities.
 
-Called by `kube.store.Store` on every create and update of a built-in kind; pure functions over plain dicts. The
+Called by `kube.apiserver` on every create and update of a built-in kind; pure functions over plain dicts. The
 field types come from the official `kubernetes` client's generated models (`openapi_types` + `attribute_map`,
 generated from kube's own OpenAPI), so the rules follow the API as published rather than a hand-written list.
 Two results: `decode_problems` -> (type errors: a 400, unknown fields: refused under `fieldValidation=Strict`,

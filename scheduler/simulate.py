@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from lahar.kube import errors
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from lahar.kube.resources import ResourceType
 from lahar.scheduler.framework.conf import SchedulerConf, default_conf
 from lahar.scheduler.framework.registry import Registry

@@ -32,7 +32,8 @@ class LiveCluster:
         """(a RestClient on a second devcluster keeping only SMALL_HISTORY watch events, that size)."""
         if self._small is None:
             from lahar.devcluster.server import DevCluster
-            from lahar.kube import kubeconfig, store
+            from lahar.kube import kubeconfig
+            from lahar.kube.apiserver import store
             from lahar.kube.rest import RestClient
 
             dc = DevCluster(self.data_dir.parent / "small", store=store.Store(history=SMALL_HISTORY),

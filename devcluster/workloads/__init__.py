@@ -2,7 +2,7 @@
 tiny default-scheduler), the part of kube-controller-manager and kube-scheduler a single-machine cluster needs.
 
 Beside the simulated kubelets in `devcluster.runtime.Cluster`; talks only through the `kube.client.ClusterClient`
-port (a `kube.memory.MemoryClient` over the server's store). The decisions are pure functions over plain dicts:
+port (a `kube.apiserver.memory.MemoryClient` over the server's store). The decisions are pure functions over dicts:
 `replicaset_plan`, `deployment_plan`, `statefulset_plan`, `job_plan` (owner + what it owns → a `Plan`: objects to
 create, names to delete, scale changes, the new status) and `choose_node` (the default-scheduler's placement).
 `WorkloadControllers` is the shell: `reconcile(kind, namespace, name)` re-reads the world and applies one plan

@@ -1,4 +1,4 @@
-"""The conformance suite on `kube.memory.MemoryClient` (the in-process engine, no HTTP)."""
+"""The conformance suite on `kube.apiserver.memory.MemoryClient` (the in-process engine, no HTTP)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ from typing import Any
 
 import pytest
 
+from lahar.kube.apiserver import memory, store
 from tests.conformance.suite import *  # noqa: F403 - the shared tests and the `ns` fixture
 from tests.conformance.suite import Backend
-
-memory = pytest.importorskip("lahar.kube.memory")
-store = pytest.importorskip("lahar.kube.store")
 
 
 class _Recording:

@@ -20,10 +20,9 @@ from fastapi import FastAPI, Request
 from lahar.certs import authority
 from lahar.devcluster.admission import WebhookAdmission
 from lahar.kube import errors, resources
+from lahar.kube.apiserver import store as store_mod
 
 pytestmark = pytest.mark.integration
-
-store_mod = pytest.importorskip("lahar.kube.store")
 
 
 def _b64(data: Any) -> str:

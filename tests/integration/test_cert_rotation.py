@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from lahar.certs import authority, bundles, rotation
 from lahar.certs.bundles import Action
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 pytestmark = pytest.mark.integration
 

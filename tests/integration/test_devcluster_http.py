@@ -21,7 +21,8 @@ from kubernetes import watch as k8s_watch
 
 from lahar.devcluster import protobuf, tables
 from lahar.devcluster.server import DevCluster, parse_resource_path
-from lahar.kube import kubeconfig, store
+from lahar.kube import kubeconfig
+from lahar.kube.apiserver import store
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from lahar.certs import authority, bundles, rotation
 from lahar.certs.bundles import Action, Material
 from lahar.kube import errors
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOKS = ROOT / "deploy" / "webhooks"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from lahar.policies import loading, metrics
 from lahar.policies.admission import AdmissionConfig
 from lahar.policies.errors import ConfigError

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lahar.kube import schemas
+from lahar.kube import fielderrors, schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
@@ -325,7 +325,7 @@ def test_schema_rejects(kind: str, doc: dict[str, Any], expected: list[str]) -> 
 def test_rejection_message_reads_like_kube_apiserver() -> None:
     schema = schema_of("Job")
     errs = schemas.validate(schema, schemas.apply_defaults(schema, job(minAvailable=-1)))
-    assert schemas.errors_message("Job", "batch.volcano.sh", "test-job", errs) == (
+    assert fielderrors.errors_message("Job", "batch.volcano.sh", "test-job", errs) == (
         'Job.batch.volcano.sh "test-job" is invalid: '
         "spec.minAvailable: Invalid value: -1: spec.minAvailable in body should be greater than or equal to 0")
 

@@ -11,9 +11,9 @@ from lahar.controllers import cronjobs
 from lahar.controllers.context import Context, PermanentError
 from lahar.kube import cron as _cron
 from lahar.kube import resources
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
+from lahar.kube.apiserver.store import Store
 from lahar.kube.resources import Registry
-from lahar.kube.store import Store
 
 T0 = dt.datetime(2025, 3, 3, 10, 0, 0, tzinfo=dt.UTC)  # a Monday
 NS = "default"

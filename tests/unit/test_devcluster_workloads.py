@@ -14,7 +14,7 @@ import pytest
 
 from lahar.devcluster import workloads
 from lahar.devcluster.workloads import deployments, jobs
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 NOW = dt.datetime(2025, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 TEMPLATE = {"metadata": {"labels": {"app": "web"}},

@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 
 from lahar.kube import errors, informers
+from lahar.kube.apiserver import memory, store
 from lahar.kube.client import Obj
 from lahar.kube.resources import core
-
-memory = pytest.importorskip("lahar.kube.memory")
-store = pytest.importorskip("lahar.kube.store")
 
 _TYPES = {rt.plural: rt for rt in core() if rt.group == ""}
 CM = _TYPES["configmaps"]

@@ -10,7 +10,8 @@ import pytest
 
 from lahar.devcluster import server
 from lahar.devcluster.storage import SQLiteBackend
-from lahar.kube import errors, limits, resources, store, wiretypes
+from lahar.kube import errors, limits, resources, wiretypes
+from lahar.kube.apiserver import store
 
 
 def _nested(levels: int) -> Any:

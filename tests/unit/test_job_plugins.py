@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 
 from lahar.controllers import _job_pods, jobplugins
 from lahar.controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 
 def job(*tasks: tuple[str, int], name: str = "tj", plugins: dict[str, list[str]] | None = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from lahar.controllers import _fanout, jobs
 from lahar.controllers.context import Context, TemporaryError
 from lahar.kube import errors
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from tests.unit.test_job_reconciler import NS, World, vcjob, worker_task
 
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from lahar.controllers import jobs
 from lahar.controllers.context import Context, MemoryInbox, MemoryTimers, PermanentError
 from lahar.kube import errors
-from lahar.kube.memory import MemoryClient
-from lahar.kube.store import Store
+from lahar.kube.apiserver.memory import MemoryClient
+from lahar.kube.apiserver.store import Store
 
 NS = "default"
 

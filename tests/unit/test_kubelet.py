@@ -1,6 +1,7 @@
 """Simulated kubelets: pod lifecycle (Running, sim-duration, exit codes, restarts, graceful deletion) and heartbeats.
 
-Driven with `SimulatedKubelets.sync()` and a fake clock over `kube.memory.MemoryClient`; one test runs the threads.
+Driven with `SimulatedKubelets.sync()` and a fake clock over `kube.apiserver.memory.MemoryClient`; one test runs the
+threads.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import pytest
 from lahar.devcluster import kubelet
 from lahar.devcluster.kubelet import SimulatedKubelets
 from lahar.kube import errors, podspec, resources
-from lahar.kube.memory import MemoryClient
-from lahar.kube.store import Store
+from lahar.kube.apiserver.memory import MemoryClient
+from lahar.kube.apiserver.store import Store
 
 RT = {rt.plural: rt for rt in resources.core()}
 PODS, NODES, LEASES = RT["pods"], RT["nodes"], RT["leases"]

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from lahar.kube import errors, resources
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from lahar.webhooks.lookups import InformerLookups, Lookups, StaticLookups
 
 REG = resources.in_tree()

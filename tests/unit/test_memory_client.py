@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from lahar.kube import client, errors, resources, store
-from lahar.kube.memory import MemoryClient
+from lahar.kube import client, errors, resources
+from lahar.kube.apiserver import store
+from lahar.kube.apiserver.memory import MemoryClient
 
 REG = resources.in_tree()
 PODS = REG.get("", "v1", "pods")

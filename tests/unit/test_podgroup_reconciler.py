@@ -10,9 +10,9 @@ import pytest
 from lahar.controllers import podgroups
 from lahar.controllers.context import Context
 from lahar.kube import resources
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
+from lahar.kube.apiserver.store import Store
 from lahar.kube.resources import Registry
-from lahar.kube.store import Store
 
 T0 = dt.datetime(2025, 1, 1, 12, 0, tzinfo=dt.UTC)
 NS = "default"

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from lahar.cli import app
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 RULE = {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["jobs"]}
 

@@ -11,7 +11,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from lahar.policies import metrics as policy_metrics
 from lahar.policies.admission import AdmissionConfig
 from lahar.policies.admission_policies import parse_policies

@@ -12,7 +12,7 @@ import pytest
 
 from lahar.devcluster import nodes, profiles
 from lahar.kube import resources
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 
 def by(objects, kind, name):

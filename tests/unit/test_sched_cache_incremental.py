@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from lahar.scheduler.cache import SchedulerCache
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots

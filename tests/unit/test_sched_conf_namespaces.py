@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
+from lahar.kube.apiserver import memory, store
 from lahar.kube.resources import core
 from lahar.scheduler import tasks
 from lahar.scheduler.cache import CONFIGMAP_KEY, CONFIGMAP_NAME, ConfSource
 from lahar.scheduler.registry import in_tree_registry
 
-memory = pytest.importorskip("lahar.kube.memory")
-store = pytest.importorskip("lahar.kube.store")
 CM = next(rt for rt in core() if rt.group == "" and rt.plural == "configmaps")
 NSES = next(rt for rt in core() if rt.group == "" and rt.plural == "namespaces")
 CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n'

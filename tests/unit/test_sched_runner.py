@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 from lahar.scheduler.cache import CONFIGMAP_KEY, CONFIGMAP_NAME
 from lahar.scheduler.tasks import Runner
 from tests.unit.sched_builders import node, pod, podgroup, queue

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lahar.kube import errors, schemas
+from lahar.kube import errors, fielderrors, schemas
 
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}
@@ -29,33 +29,33 @@ def messages(schema: dict[str, Any], value: Any, root: str = "") -> list[str]:
 # FieldError rendering (field.Error.Error())
 
 RENDER = [
-    ("required", schemas.required("spec.queue"), "spec.queue: Required value"),
-    ("required-detail", schemas.required("spec.queue", "must be set"), "spec.queue: Required value: must be set"),
-    ("invalid-int", schemas.invalid("spec.minAvailable", -1, "bad"), "spec.minAvailable: Invalid value: -1: bad"),
-    ("invalid-str", schemas.invalid("spec.x", 'a"b', "bad"), 'spec.x: Invalid value: "a\\"b": bad'),
-    ("invalid-float", schemas.invalid("spec.x", 1e6, "bad"), "spec.x: Invalid value: 1e+06: bad"),
-    ("invalid-bool", schemas.invalid("spec.x", True, "bad"), "spec.x: Invalid value: true: bad"),
-    ("invalid-null", schemas.invalid("spec.x", None, "bad"), 'spec.x: Invalid value: "null": bad'),
-    ("invalid-map", schemas.invalid("spec.x", {"b": 1, "a": "x"}, "bad"),
+    ("required", fielderrors.required("spec.queue"), "spec.queue: Required value"),
+    ("required-detail", fielderrors.required("spec.queue", "must be set"), "spec.queue: Required value: must be set"),
+    ("invalid-int", fielderrors.invalid("spec.minAvailable", -1, "bad"), "spec.minAvailable: Invalid value: -1: bad"),
+    ("invalid-str", fielderrors.invalid("spec.x", 'a"b', "bad"), 'spec.x: Invalid value: "a\\"b": bad'),
+    ("invalid-float", fielderrors.invalid("spec.x", 1e6, "bad"), "spec.x: Invalid value: 1e+06: bad"),
+    ("invalid-bool", fielderrors.invalid("spec.x", True, "bad"), "spec.x: Invalid value: true: bad"),
+    ("invalid-null", fielderrors.invalid("spec.x", None, "bad"), 'spec.x: Invalid value: "null": bad'),
+    ("invalid-map", fielderrors.invalid("spec.x", {"b": 1, "a": "x"}, "bad"),
      'spec.x: Invalid value: map[string]interface {}{"a":"x", "b":1}: bad'),
-    ("invalid-list", schemas.invalid("spec.x", ["a", 1, None], "bad"),
+    ("invalid-list", fielderrors.invalid("spec.x", ["a", 1, None], "bad"),
      'spec.x: Invalid value: []interface {}{"a", 1, interface {}(nil)}: bad'),
-    ("not-supported", schemas.not_supported("spec.a", "Foo", ["AbortJob", "RestartJob"]),
+    ("not-supported", fielderrors.not_supported("spec.a", "Foo", ["AbortJob", "RestartJob"]),
      'spec.a: Unsupported value: "Foo": supported values: "AbortJob", "RestartJob"'),
-    ("too-long", schemas.too_long("spec.schedulerName", "x" * 64, 63),
+    ("too-long", fielderrors.too_long("spec.schedulerName", "x" * 64, 63),
      "spec.schedulerName: Too long: may not be more than 63 bytes"),
-    ("too-long-unknown", schemas.too_long("spec.s", "xx", -1), "spec.s: Too long: value is too long"),
-    ("too-many", schemas.too_many("spec.l", 3, 2), "spec.l: Too many: 3: must have at most 2 items"),
-    ("too-many-omit", schemas.too_many("spec.l", -1, -1), "spec.l: Too many: has too many items"),
-    ("forbidden", schemas.forbidden("spec.f", "not allowed"), "spec.f: Forbidden: not allowed"),
-    ("duplicate", schemas.duplicate("spec.tasks[1].name", "a"), 'spec.tasks[1].name: Duplicate value: "a"'),
-    ("type-invalid", schemas.type_invalid("spec.w", "string", "spec.w in body must be of type integer: \"string\""),
+    ("too-long-unknown", fielderrors.too_long("spec.s", "xx", -1), "spec.s: Too long: value is too long"),
+    ("too-many", fielderrors.too_many("spec.l", 3, 2), "spec.l: Too many: 3: must have at most 2 items"),
+    ("too-many-omit", fielderrors.too_many("spec.l", -1, -1), "spec.l: Too many: has too many items"),
+    ("forbidden", fielderrors.forbidden("spec.f", "not allowed"), "spec.f: Forbidden: not allowed"),
+    ("duplicate", fielderrors.duplicate("spec.tasks[1].name", "a"), 'spec.tasks[1].name: Duplicate value: "a"'),
+    ("type-invalid", fielderrors.type_invalid("spec.w", "string", "spec.w in body must be of type integer: \"string\""),
      'spec.w: Invalid value: "string": spec.w in body must be of type integer: "string"'),
 ]
 
 
 @pytest.mark.parametrize(("error", "expected"), [r[1:] for r in RENDER], ids=[r[0] for r in RENDER])
-def test_field_error_message(error: schemas.FieldError, expected: str) -> None:
+def test_field_error_message(error: fielderrors.FieldError, expected: str) -> None:
     assert error.message() == expected
     assert str(error) == expected
     assert error.cause() == {"reason": error.type, "message": expected.split(": ", 1)[1], "field": error.field}
@@ -67,38 +67,38 @@ GO_FLOATS = [(1.5, "1.5"), (100.0, "100"), (1e6, "1e+06"), (123456.0, "123456"),
 
 @pytest.mark.parametrize(("value", "expected"), GO_FLOATS, ids=[g[1] for g in GO_FLOATS])
 def test_go_float_rendering(value: float, expected: str) -> None:
-    assert schemas.go_value(value) == expected
+    assert fielderrors.go_value(value) == expected
 
 
 @pytest.mark.parametrize(("text", "expected"), [("plain", '"plain"'), ("tab\there", '"tab\\there"'),
                                                 ("nul\x00", '"nul\\x00"'), ("ünï", '"ünï"')],
                          ids=["plain", "tab", "control", "unicode"])
 def test_go_quote(text: str, expected: str) -> None:
-    assert schemas.go_quote(text) == expected
+    assert fielderrors.go_quote(text) == expected
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # errors_message / invalid_error (apierrors.NewInvalid)
 
 def test_errors_message_single_error_has_no_brackets() -> None:
-    errs = [schemas.required("spec.queue")]
-    assert schemas.errors_message("Job", "batch.volcano.sh", "test-job", errs) == \
+    errs = [fielderrors.required("spec.queue")]
+    assert fielderrors.errors_message("Job", "batch.volcano.sh", "test-job", errs) == \
         'Job.batch.volcano.sh "test-job" is invalid: spec.queue: Required value'
 
 
 def test_errors_message_many_errors_are_bracketed_and_deduplicated() -> None:
-    a, b = schemas.required("spec.a"), schemas.required("spec.b")
-    assert schemas.errors_message("Job", "batch.volcano.sh", "j", [a, b, a]) == \
+    a, b = fielderrors.required("spec.a"), fielderrors.required("spec.b")
+    assert fielderrors.errors_message("Job", "batch.volcano.sh", "j", [a, b, a]) == \
         'Job.batch.volcano.sh "j" is invalid: [spec.a: Required value, spec.b: Required value]'
 
 
 def test_errors_message_core_group_and_no_errors() -> None:
-    assert schemas.errors_message("Pod", "", "p", []) == 'Pod "p" is invalid'
-    assert schemas.errors_message("Pod", "", "p", ["x: y"]) == 'Pod "p" is invalid: x: y'
+    assert fielderrors.errors_message("Pod", "", "p", []) == 'Pod "p" is invalid'
+    assert fielderrors.errors_message("Pod", "", "p", ["x: y"]) == 'Pod "p" is invalid: x: y'
 
 
 def test_invalid_error_carries_status_causes() -> None:
-    err = schemas.invalid_error("Job", "batch.volcano.sh", "j", [schemas.invalid("spec.m", -1, "bad")])
+    err = fielderrors.invalid_error("Job", "batch.volcano.sh", "j", [fielderrors.invalid("spec.m", -1, "bad")])
     assert isinstance(err, errors.Invalid)
     status = err.status()
     assert status["code"] == 422 and status["reason"] == "Invalid"

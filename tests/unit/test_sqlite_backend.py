@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from lahar.devcluster.storage import SQLiteBackend
-from lahar.kube import resources, store
+from lahar.kube import resources
+from lahar.kube.apiserver import store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,8 @@ def test_store_restarts_from_sqlite(tmp_path: Path) -> None:
 CHILD = textwrap.dedent("""
     import sys
     from lahar.devcluster.storage import SQLiteBackend
-    from lahar.kube import resources, store
+    from lahar.kube import resources
+    from lahar.kube.apiserver import store
     reg = resources.Registry.of(resources.core())
     cm = reg.get("", "v1", "configmaps")
     s = store.Store(registry=reg, backend=SQLiteBackend(sys.argv[1]))

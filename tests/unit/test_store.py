@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lahar.kube import errors, resources, store
+from lahar.kube import errors, resources
+from lahar.kube.apiserver import gc, store
 from lahar.kube.resources import Registry, ResourceType
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -97,7 +98,7 @@ def test_create_sets_system_fields(s: store.Store) -> None:
 
 def test_default_namespaces_exist(s: store.Store) -> None:
     names = [n["metadata"]["name"] for n in s.list(NS)["items"]]
-    assert names == sorted(store.DEFAULT_NAMESPACES)
+    assert names == sorted(gc.DEFAULT_NAMESPACES)
     assert s.get(NS, None, "default")["status"] == {"phase": "Active"}
 
 
@@ -739,7 +740,6 @@ FIELD_VALIDATION = [
 ]
 
 
-@pytest.mark.skipif(store._schemas is None, reason="kube.schemas not present")
 @pytest.mark.parametrize(("mode", "exc", "warnings"), FIELD_VALIDATION, ids=[c[0] for c in FIELD_VALIDATION])
 def test_custom_resource_field_validation(s: store.Store, mode: str, exc: type | None, warnings: list | None) -> None:
     s.create(CRDS, None, crd(schema=WIDGET_SCHEMA))
@@ -757,7 +757,6 @@ def test_custom_resource_field_validation(s: store.Store, mode: str, exc: type |
     assert req.warnings == warnings
 
 
-@pytest.mark.skipif(store._schemas is None, reason="kube.schemas not present")
 def test_custom_resource_schema_validation(s: store.Store) -> None:
     s.create(CRDS, None, crd(schema=WIDGET_SCHEMA))
     rt = s.registry.get("example.com", "v1", "widgets")

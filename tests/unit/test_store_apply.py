@@ -1,7 +1,8 @@
 """Server-side apply through the store: create through apply, dry run, no-op re-apply, conflicts and force, pruning,
 CRD list-map keys, status kept out of a main-resource apply, and managedFields on ordinary writes.
 
-In-memory `kube.store.Store` with ownership tracking on (as devcluster runs it); the HTTP side is in the e2e tests.
+In-memory `kube.apiserver.store.Store` with ownership tracking on (as devcluster runs it); the HTTP side is in the e2e
+tests.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from lahar.kube import errors, fieldtypes, ownership, resources, store
+from lahar.kube import errors, fieldtypes, ownership, resources
+from lahar.kube.apiserver import store
 from lahar.kube.resources import Registry, ResourceType
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lahar.kube import errors, resources, selectors, store
+from lahar.kube import errors, resources, selectors
+from lahar.kube.apiserver import indexes, store
 from lahar.kube.resources import Registry
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -287,7 +288,7 @@ def assert_indexes_are_exact(s: store.Store, rt: Any) -> None:
         keys.add(key)
         for k, v in ((obj["metadata"].get("labels")) or {}).items():
             labels.setdefault(k, {}).setdefault(v, set()).add(key)
-        for path in store._INDEXED_FIELDS.get(gp, ()):
+        for path in indexes.INDEXED_FIELDS.get(gp, ()):
             fields.setdefault(path, {}).setdefault(selectors.field_value(obj, path), set()).add(key)
     have = {ns: (set(b.keys.ordered()), b.labels, {p: v for p, v in b.fields.items() if v})
             for ns, b in s._buckets.get(gp, {}).items()}

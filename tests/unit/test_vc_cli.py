@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from lahar.cli import app
 from lahar.commands import vc
-from lahar.kube.memory import MemoryClient
+from lahar.kube.apiserver.memory import MemoryClient
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The in-memory cluster: `kube.client.ClusterClient` over the `kube.store` engine, for unit tests and simulation.
+"""The in-memory cluster: `kube.client.ClusterClient` over the `kube.apiserver` engine, for unit tests and simulation.
 
 Same semantics as a real API server (conflicts, generation, finalizers, GC, watches, selectors) without a network;
 `MemoryClient.with_crds()` also serves Volcano's kinds so tests need no CRD objects.
@@ -10,9 +10,9 @@ import time
 from typing import Any
 
 from lahar.kube import errors, resources
+from lahar.kube.apiserver.store import Request, Store, StoreWatch
 from lahar.kube.client import Obj, PatchType, WatchEvent, namespace_for
 from lahar.kube.resources import Registry, ResourceType
-from lahar.kube.store import Request, Store, StoreWatch
 
 __all__ = ["MemoryClient", "MemoryWatch"]
 
