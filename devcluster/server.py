@@ -3,13 +3,12 @@
 The thin shell of devcluster: `ApiServer` is a plain ASGI app (routing, auth, content negotiation, watch streaming,
 Status errors) that calls the synchronous store in a threadpool; `DevCluster` owns the data directory (PKI, token,
 SQLite state, kubeconfig) and runs uvicorn with TLS in a background thread (`start`/`stop`) or in the foreground
-(`serve_forever`). Decisions live in the store; discovery, OpenAPI and Table documents in their own modules.
+(`serve_forever`). Decisions live in the store; discovery, OpenAPI and Table documents in their own modules;
+the pure routing, body decoding and ASGI helpers in `devcluster.routing`, watch streaming in `devcluster.watchstream`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import hmac
 import logging
@@ -18,210 +17,54 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 import anyio.to_thread
-import orjson
 import uvicorn
-import yaml
 
 from lahar.certs import serving
-from lahar.devcluster import config, discovery, openapi, podlogs, protobuf, tables
+from lahar.devcluster import config, discovery, openapi, podlogs, tables
+from lahar.devcluster.routing import (
+    _BUILTIN_GROUPS,
+    _FIELD_VALIDATION,
+    _PATCH_TYPES,
+    CRD_GROUP,
+    CRD_PLURAL,
+    DEFAULT_WATCH_TIMEOUT,
+    INT32_MAX,
+    OPEN_PATHS,
+    Obj,
+    Receive,
+    ResourcePath,
+    Scope,
+    Send,
+    _accept_as,
+    _bool,
+    _decode_json,
+    _decode_patch,
+    _dumps,
+    _not_found_path,
+    _partial,
+    _Query,
+    _read_body,
+    _Reply,
+    _respond,
+    _too_large,
+    check_list_options,
+    decode_body,
+    delete_options,
+    parse_resource_path,
+    prepare_object,
+    scale_replicas,
+)
+from lahar.devcluster.watchstream import WatchStream
 from lahar.kube import errors, limits
 from lahar.kube.resources import Registry, ResourceType, core
 
 __all__ = ["ApiServer", "DevCluster", "ResourcePath", "parse_resource_path"]
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
-Scope = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[Obj], Any]
-
-CRD_GROUP, CRD_PLURAL = "apiextensions.k8s.io", "customresourcedefinitions"
-OPEN_PATHS = ("/healthz", "/livez", "/readyz", "/version")
-DEFAULT_WATCH_TIMEOUT = 1800.0
-_PATCH_TYPES = {
-    "application/json-patch+json": "json",
-    "application/merge-patch+json": "merge",
-    "application/strategic-merge-patch+json": "strategic",
-    "application/apply-patch+yaml": "apply",
-}
-_FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
-
-
-def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
-
-
-def _not_found_path() -> errors.NotFound:
-    return errors.NotFound("the server could not find the requested resource", details={})
-
-
-# --- routing (pure) ------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ResourcePath:
-    """A parsed `/api/v1/...` or `/apis/<g>/<v>/...` resource URL."""
-
-    group: str
-    version: str
-    plural: str
-    namespace: str | None = None
-    name: str | None = None
-    subresource: str | None = None
-    watch: bool = False  # the legacy `/watch/` prefix
-
-
-def parse_resource_path(group: str, version: str, rest: list[str]) -> ResourcePath | None:
-    """`rest` is what follows the group-version: `[watch/][namespaces/<ns>/]<plural>[/<name>[/<sub>]]`."""
-    watch = False
-    if rest and rest[0] == "watch":
-        watch, rest = True, rest[1:]
-    namespace = None
-    if (len(rest) >= 3 and rest[0] == "namespaces"
-            and not (group == "" and len(rest) == 3 and rest[2] in ("status", "finalize"))):
-        namespace, rest = rest[1], rest[2:]
-    if not rest or len(rest) > 3 or any(not part for part in rest):
-        return None
-    return ResourcePath(group, version, rest[0], namespace, rest[1] if len(rest) > 1 else None,
-                        rest[2] if len(rest) > 2 else None, watch)
-
-
-def _accept_as(accept: str) -> str | None:
-    """Which server-side transformation the Accept header asks for first: "Table", "PartialObjectMetadata"[List]."""
-    for part in accept.split(","):
-        pieces = [p.strip() for p in part.split(";")]
-        params = dict(p.partition("=")[::2] for p in pieces[1:])
-        if "as" in params:
-            if params.get("g", "meta.k8s.io") == "meta.k8s.io" and params["as"] in (
-                    "Table", "PartialObjectMetadata", "PartialObjectMetadataList"):
-                return params["as"]
-            continue
-        if pieces[0] in ("application/json", "*/*", "application/*", "application/yaml"):
-            return None
-    return None
-
-
-INT32_MAX = 2**31 - 1
-
-
-def scale_replicas(patch: Any) -> Any:
-    """`spec.replicas` out of a Scale patch (merge: an object; JSON patch: a list of operations); a patch of
-    any other shape is a 400 naming what it must be."""
-    if isinstance(patch, dict):
-        spec = patch.get("spec")
-        if spec is not None and not isinstance(spec, dict):
-            raise errors.BadRequest("spec: Invalid value: must be an object")
-        return (spec or {}).get("replicas")
-    if isinstance(patch, list):
-        for index, op in enumerate(patch):
-            if not isinstance(op, dict):
-                raise errors.BadRequest(f"patch[{index}]: Invalid value: a JSON patch operation must be an object")
-        return next((op.get("value") for op in patch if op.get("path") == "/spec/replicas"), None)
-    raise errors.BadRequest("the patch must be a JSON object or a JSON patch array")
-
-
-def _unsigned(value: str) -> bool:
-    return value.isascii() and value.isdigit()
-
-
-def check_list_options(limit: str | None, resource_version: str | None) -> None:
-    """kube's ListOptions decoding: `limit` and `resourceVersion` are unsigned integers (400 naming the field)."""
-    if limit not in (None, "") and not _unsigned(limit):
-        raise errors.BadRequest(f"limit: Invalid value: {limit!r}: must be a non-negative integer")
-    if resource_version not in (None, "") and not _unsigned(resource_version):
-        raise errors.BadRequest(f"resourceVersion: Invalid value: {resource_version!r}: must be a non-negative "
-                                f"integer")
-
-
-def _bool(value: str | None) -> bool:
-    return value is not None and value.lower() in ("true", "1", "yes")
-
-
-def _warning_header(text: str) -> tuple[bytes, bytes]:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return b"warning", f'299 - "{escaped}"'.encode()
-
-
-class _Query:
-    def __init__(self, raw: bytes) -> None:
-        self.items = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
-        self.map: dict[str, str] = {}
-        for k, v in self.items:
-            self.map.setdefault(k, v)
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return self.map.get(key, default)
-
-    def all(self, key: str) -> list[str]:
-        return [v for k, v in self.items if k == key]
-
-
-# --- ASGI plumbing -------------------------------------------------------------------------------------------
-
-class _Reply(Exception):
-    """Raised inside handlers to answer at once with a ready body."""
-
-    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json") -> None:
-        self.status, self.body, self.content_type = status, body, content_type
-
-
-def _too_large(limit: int) -> errors.ApiError:
-    return errors.ApiError(f"Request entity too large: limit is {limit}", code=413, reason="RequestEntityTooLarge")
-
-
-async def _read_body(receive: Receive, limit: int = limits.MAX_BODY_BYTES) -> bytes:
-    """The request body, refused with 413 as soon as it grows past `limit` bytes (kube-apiserver's 3 MiB)."""
-    chunks = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
-
-
-def _decode_json(body: bytes, what: str) -> Any:
-    """JSON with the shared depth bound; every failure is a 400 naming `what`."""
-    try:
-        value = orjson.loads(body)
-        limits.check_depth(value, what=what)
-    except orjson.JSONDecodeError as e:
-        raise errors.BadRequest(f"error decoding {what}: {e}") from None
-    except limits.LimitError as e:
-        raise errors.BadRequest(f"error decoding {what}: {e}") from None
-    return value
-
-
-def _decode_yaml(body: bytes, what: str) -> Any:
-    try:
-        return limits.safe_load(body)
-    except limits.LimitError as e:
-        raise errors.BadRequest(f"error decoding {what}: {e}") from None
-    except yaml.YAMLError as e:
-        raise errors.BadRequest(f"error decoding {what}: yaml: {e}") from None
-
-
-async def _respond(send: Send, status: int, body: bytes, *, content_type: bytes = b"application/json",
-                   warnings: list[str] | None = None) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"no-cache, private")]
-    for w in warnings or ():
-        headers.append(_warning_header(w))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class ApiServer:
@@ -236,7 +79,7 @@ class ApiServer:
         self.server_address = server_address
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self._openapi_cache: dict[str, tuple[tuple, Obj, str]] = {}
-        self._watches: set[_WatchStream] = set()
+        self._watches: set[WatchStream] = set()
         self._watches_lock = threading.Lock()
         self._closing = False
 
@@ -414,8 +257,8 @@ class ApiServer:
             if method == "POST":
                 if rt.namespaced and ns is None:
                     raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
-                obj = self._decode(await _read_body(receive), headers)
-                obj = self._prepare(rt, obj, ns)
+                obj = decode_body(await _read_body(receive), headers)
+                obj = prepare_object(rt, obj, ns)
                 req = self._request(query, warnings, headers=headers)
                 created = await self._call(self.store.create, rt, ns, obj, req=req)
                 raise _Reply(201, _dumps(await self._render_one(rt, created, accept, query)))
@@ -427,7 +270,7 @@ class ApiServer:
         if sub in ("binding", "eviction"):
             if method != "POST":
                 raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
-            body = self._decode(await _read_body(receive), headers)
+            body = decode_body(await _read_body(receive), headers)
             req = self._request(query, warnings)
             fn = self.store.bind if sub == "binding" else self.store.evict
             await self._call(fn, ns, name, body, req=req)
@@ -445,8 +288,8 @@ class ApiServer:
             obj = await self._call(self.store.get, rt, ns, name)
             raise _Reply(200, _dumps(await self._render_one(rt, obj, accept, query)))
         if method == "PUT":
-            obj = self._decode(await _read_body(receive), headers)
-            obj = self._prepare(rt, obj, ns)
+            obj = decode_body(await _read_body(receive), headers)
+            obj = prepare_object(rt, obj, ns)
             meta = obj.setdefault("metadata", {})
             if meta.get("name") and meta["name"] != name:
                 raise errors.BadRequest(f"the name of the object ({meta['name']}) does not match the name on the "
@@ -471,99 +314,16 @@ class ApiServer:
                                        subresource=sub, req=req)
             raise _Reply(201 if req.created else 200, _dumps(await self._render_one(rt, patched, accept, query)))
         if method == "DELETE" and sub is None:
-            opts = self._delete_options(query, await _read_body(receive), headers)
+            opts = delete_options(query, await _read_body(receive), headers)
             req = self._request(query, warnings, dry_run_values=opts.pop("dry_run"))
             deleted = await self._call(self.store.delete, rt, ns, name, req=req, **opts)
             pending = bool((deleted.get("metadata") or {}).get("deletionTimestamp"))
             raise _Reply(202 if pending else 200, _dumps(deleted))
         raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
 
-    # bodies -------------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _decode(body: bytes, headers: dict[str, str]) -> Obj:
-        content_type = headers.get("content-type", "application/json").split(";")[0].strip()
-        try:
-            if content_type in ("application/yaml", "application/x-yaml"):
-                obj = _decode_yaml(body, "the body")
-            elif content_type in ("application/json", "*/*", ""):
-                obj = _decode_json(body, "the body") if body.strip() else None
-            elif content_type == "application/vnd.kubernetes.protobuf":
-                obj = protobuf.decode(body)
-            else:
-                raise errors.UnsupportedMediaType(
-                    f"the body of the request was in an unknown format - accepted media types include: "
-                    f"application/json, application/yaml (got {content_type})")
-        except protobuf.ProtobufError as e:
-            raise errors.UnsupportedMediaType(str(e)) from None
-        except (orjson.JSONDecodeError, yaml.YAMLError) as e:
-            raise errors.BadRequest(f"couldn't get version/kind; json parse error: {e}") from None
-        if not isinstance(obj, dict):
-            raise errors.BadRequest("the body of the request must be a JSON object")
-        return obj
-
-    @staticmethod
-    def _prepare(rt: ResourceType, obj: Obj, ns: str | None) -> Obj:
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if api_version and api_version != rt.api_version:
-            raise errors.BadRequest(f"the API version in the data ({api_version}) does not match the expected API "
-                                    f"version ({rt.api_version})")
-        if kind and kind != rt.kind:
-            raise errors.BadRequest(f"{kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
-                                    f"the object kind {kind!r} does not match the resource kind {rt.kind!r}")
-        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        meta = obj.get("metadata")
-        if meta is None:
-            meta = obj["metadata"] = {}
-        elif not isinstance(meta, dict):
-            raise errors.BadRequest("metadata must be an object")
-        if rt.namespaced:
-            if meta.get("namespace") and ns is not None and meta["namespace"] != ns:
-                raise errors.BadRequest("the namespace of the provided object does not match the namespace sent on "
-                                        "the request")
-            if ns is not None:
-                meta["namespace"] = ns
-        else:
-            meta.pop("namespace", None)
-        return obj
-
-    @staticmethod
-    def _delete_options(query: _Query, body: bytes, headers: dict[str, str]) -> Obj:
-        options: Obj = {}
-        if body.startswith(protobuf.MAGIC):
-            try:
-                options = protobuf.decode(body)
-            except protobuf.ProtobufError as e:
-                raise errors.UnsupportedMediaType(str(e)) from None
-        elif body.strip():
-            try:
-                options = orjson.loads(body)
-                limits.check_depth(options, what="DeleteOptions")
-            except (orjson.JSONDecodeError, limits.LimitError):
-                options = _decode_yaml(body, "DeleteOptions") or {}
-            if not isinstance(options, dict):
-                raise errors.BadRequest("DeleteOptions must be an object")
-        policy = query.get("propagationPolicy") or options.get("propagationPolicy")
-        orphan = query.get("orphanDependents")
-        orphan_flag = _bool(orphan) if orphan is not None else options.get("orphanDependents")
-        if policy is None and orphan_flag is not None:
-            policy = "Orphan" if orphan_flag else "Background"
-        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
-            raise errors.BadRequest(f"propagationPolicy {policy!r} is not one of Orphan, Background, Foreground")
-        grace = query.get("gracePeriodSeconds")
-        grace_value = options.get("gracePeriodSeconds") if grace is None else grace
-        try:
-            grace_seconds = int(grace_value) if grace_value is not None else None
-        except (TypeError, ValueError):
-            raise errors.BadRequest(f"invalid gracePeriodSeconds {grace_value!r}") from None
-        preconditions = options.get("preconditions") or None
-        dry = query.all("dryRun") or list(options.get("dryRun") or [])
-        return {"propagation_policy": policy, "grace_period_seconds": grace_seconds,
-                "preconditions": preconditions, "dry_run": dry}
-
     async def _delete_collection(self, rt: ResourceType, ns: str | None, query: _Query, body: bytes,
                                  headers: dict[str, str], warnings: list[str]) -> None:
-        opts = self._delete_options(query, body, headers)
+        opts = delete_options(query, body, headers)
         req = self._request(query, warnings, dry_run_values=opts.pop("dry_run"))
         opts.pop("preconditions", None)
         listed = await self._call(self.store.list, rt, ns, label_selector=query.get("labelSelector") or None,
@@ -596,7 +356,7 @@ class ApiServer:
             raise _Reply(200, _dumps(scale_of(await self._call(self.store.get, rt, ns, name))))
         body = await _read_body(receive)
         if method == "PUT":
-            replicas = (self._decode(body, headers).get("spec") or {}).get("replicas")
+            replicas = (decode_body(body, headers).get("spec") or {}).get("replicas")
         elif method == "PATCH":
             replicas = scale_replicas(_decode_json(body, "patch"))
         else:
@@ -666,7 +426,7 @@ class ApiServer:
         bookmarks = _bool(query.get("allowWatchBookmarks"))
         wanted = _accept_as(accept)
         printer_columns = await self._printer_columns(rt) if wanted == "Table" else None
-        stream = _WatchStream(self, rt, wanted, printer_columns, query.get("includeObject") or "Metadata",
+        stream = WatchStream(self, rt, wanted, printer_columns, query.get("includeObject") or "Metadata",
                               bookmarks, timeout)
         try:
             stream.watch = await self._call(self.store.watch, rt, target.namespace, resource_version=rv,
@@ -675,133 +435,6 @@ class ApiServer:
         except errors.Gone as e:
             stream.gone = e
         await stream.run(receive, send)
-
-
-_BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "events.k8s.io", "scheduling.k8s.io",
-                             "coordination.k8s.io", "networking.k8s.io", "rbac.authorization.k8s.io",
-                             "admissionregistration.k8s.io", "apiextensions.k8s.io", "autoscaling",
-                             "storage.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
-                             "authorization.k8s.io", "authentication.k8s.io", "flowcontrol.apiserver.k8s.io"})
-
-
-def _decode_patch(body: bytes, patch_type: str) -> Any:
-    """A PATCH body: JSON, or for server-side apply YAML (of which JSON is a subset)."""
-    if patch_type == "apply":
-        return _decode_yaml(body, "apply configuration")
-    return _decode_json(body, "patch")
-
-
-def _partial(obj: Obj) -> Obj:
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}}
-
-
-class _WatchStream:
-    """One chunked watch response: bridges a StoreWatch's `on_ready` callback into the event loop."""
-
-    def __init__(self, app: ApiServer, rt: ResourceType, wanted: str | None, printer_columns: list[Obj] | None,
-                 include_object: str, bookmarks: bool, timeout: float) -> None:
-        self.app, self.rt, self.wanted = app, rt, wanted
-        self.printer_columns, self.include_object = printer_columns, include_object
-        self.bookmarks, self.timeout = bookmarks, timeout
-        self.watch: Any = None
-        self.gone: errors.ApiError | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake = asyncio.Event()
-        self._done = False
-        self._columns_sent = False
-
-    def close(self) -> None:
-        self._done = True
-        if self.watch is not None:
-            self.watch.stop()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
-
-    def _on_ready(self) -> None:
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # loop closed while shutting down
-                loop.call_soon_threadsafe(self._wake.set)
-
-    def _encode(self, event: Obj) -> bytes:
-        kind, obj = event["type"], event["object"]
-        if kind != "ERROR":
-            if self.wanted == "Table":
-                if kind == "BOOKMARK":
-                    rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-                    obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
-                           "columnDefinitions": [], "rows": []}
-                else:
-                    obj = tables.table(self.rt.group, self.rt.kind, [obj], now=self.app.clock(),
-                                       resource_version=(obj.get("metadata") or {}).get("resourceVersion", ""),
-                                       printer_columns=self.printer_columns, include_object=self.include_object,
-                                       with_columns=not self._columns_sent)
-                    self._columns_sent = True
-            elif self.wanted in ("PartialObjectMetadata", "PartialObjectMetadataList"):
-                obj = _partial(obj)
-        return _dumps({"type": kind, "object": obj}) + b"\n"
-
-    async def _listen(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self._done = True
-                self._wake.set()
-                return
-
-    async def run(self, receive: Receive, send: Send) -> None:
-        self._loop = asyncio.get_running_loop()
-        headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-cache, private"),
-                   (b"transfer-encoding", b"chunked")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        if self.gone is not None:
-            await send({"type": "http.response.body", "more_body": False,
-                        "body": self._encode({"type": "ERROR", "object": self.gone.status()})})
-            return
-        watch = self.watch
-        watch.on_ready = self._on_ready
-        with self.app._watches_lock:
-            self.app._watches.add(self)
-        if self.app._closing:
-            self._done = True
-        listener = asyncio.ensure_future(self._listen(receive))
-        deadline = time.monotonic() + self.timeout
-        next_bookmark = time.monotonic() + self.app.bookmark_interval
-        try:
-            while not self._done:
-                self._wake.clear()
-                chunks = []
-                while (event := watch.next_event(0)) is not None:
-                    chunks.append(self._encode(event))
-                    if len(chunks) >= 500:
-                        break
-                if chunks:
-                    await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
-                    if len(chunks) >= 500:
-                        continue
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                if self.bookmarks and now >= next_bookmark:
-                    watch.bookmark()
-                    next_bookmark = now + self.app.bookmark_interval
-                    continue
-                wait = deadline - now
-                if self.bookmarks:
-                    wait = min(wait, next_bookmark - now)
-                try:
-                    async with asyncio.timeout(max(wait, 0.0)):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
-        finally:
-            listener.cancel()
-            watch.on_ready = None
-            watch.stop()
-            with self.app._watches_lock:
-                self.app._watches.discard(self)
-        with contextlib.suppress(Exception):  # the client may be gone already
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # --- the embedded cluster ------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     max_retries: int = 15                     # unknown errors (Volcano's --max-requeue-num); resync retries later
     resync_interval: float = 30.0             # beat: enqueue every key so a lost event heals
     scheduler_conf_namespaces: str | None = None  # where the scheduler looks for its ConfigMap (unset: everywhere)
-    schedule_period: float = 1.0              # beat: scheduler session tick (the scheduler issue)
+    schedule_period: float = 1.0              # beat: scheduler session tick
     dispatch_lease_ttl: float = 15.0          # a standby dispatcher / beat takes over after this
     timer_poll_interval: float = 0.25         # the dispatcher pops due durable timers this often
     pending_ttl: float = 60.0                 # a de-duplication mark never outlives this (a lost message heals)

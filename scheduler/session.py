@@ -1,7 +1,7 @@
 """Run one scheduling session: `run_session(snapshot, conf)` is pure (snapshot in, `Decisions` out);
 `run_once(client, conf)` lists the cluster, runs a session and commits it.
 
-Called by the `scheduler.session` Celery task (lahar/scheduling.py), `lahar simulate` and the tests.
+Called by the `scheduler.session` Celery task (`scheduler.tasks`), `lahar simulate` and the tests.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Volcano: on CREATE, a PodGroup in the default queue takes its namespace's `sched
 annotation; validation refuses a missing or not-Open queue and a networkTopology naming both tier fields
 (messages joined with `; `, each trimmed, as Volcano does). There is no leaf-queue check for PodGroups upstream.
 
-Beyond Volcano (issue 3 item 2; Volcano users get groups Pending forever instead, volcano#5006, #3431), also
+Beyond Volcano (Volcano users get groups Pending forever instead, volcano#5006, #3431), also
 refused with messages naming the numbers: `minMember` < 0; a `minTaskMember` entry < 0; for a PodGroup owned by
 a Volcano Job, `minTaskMember` naming a task the Job does not have, more members than the Job has replicas
 (in total or per task); `minResources` above the capability of its queue or of an ancestor queue in any

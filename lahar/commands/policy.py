@@ -174,7 +174,7 @@ def _types_for(client: Any, policies: list[Any]) -> list[Any]:
         probe["resource"]["resource"] = rt.plural
         if not rt.namespaced:
             probe["namespace"] = ""
-        if any(rule.matches(ap._normalize(probe)) for p in policies
+        if any(rule.matches(ap.normalize(probe)) for p in policies
                for rule in p.spec.match_constraints.resource_rules):
             out.append(rt)
     return out

@@ -16,7 +16,6 @@ own informers, ConfigMap watch and certificate reloader; the supervisor kills a 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 import os
@@ -226,6 +225,9 @@ def webhook(
     if policies and state is None:
         raise typer.BadParameter("only with --state; on a cluster, policies come from ConfigMaps",
                                  param_hint="--policies")
+    if app_factory != DEFAULT_FACTORY and workers < 2:
+        # the factory is named for uvicorn, which imports it in each spawned worker; one process builds its app here
+        raise typer.BadParameter("only with --workers 2 or more", param_hint="--app-factory")
     options = WorkerOptions(state=str(state) if state is not None else None, policies=tuple(map(str, policies)),
                             kubeconfig=str(kubeconfig) if kubeconfig is not None else None,
                             config_namespace=config_namespace, all_namespaces=all_namespaces_policies,
@@ -235,12 +237,7 @@ def webhook(
         server.serve_workers(app_factory, workers=workers, host=host, port=port, certfile=cert, keyfile=key,
                              review_timeout=review_timeout, http=http, log_level=log_level)
         return
-    if app_factory != DEFAULT_FACTORY:
-        os.environ[OPTIONS_ENV] = options.to_json()
-        module, _, name = app_factory.partition(":")
-        app, stop = getattr(importlib.import_module(module), name)(), None
-    else:
-        app, stop = build_app(options)
+    app, stop = build_app(options)
     try:
         server.serve(app, host=host, port=port, certfile=cert, keyfile=key, http=http, log_level=log_level)
     finally:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from lahar.policies import admission_policies as ap
+from lahar.policies.admission_policies import models
 from lahar.policies.errors import ConfigError
 
 RULE = {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
@@ -138,7 +139,7 @@ def test_namespace_selector_reads_the_namespace_object() -> None:
     ("jobs/*", "jobs", "status", True),
 ], ids=lambda v: str(v))
 def test_resource_patterns(pattern: str, resource: str, sub: str, hit: bool) -> None:
-    assert ap._resource_matches(pattern, resource, sub) is hit
+    assert models._resource_matches(pattern, resource, sub) is hit
 
 
 # --- evaluation and enforcement -----------------------------------------------------------------------------------

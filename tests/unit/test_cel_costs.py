@@ -13,6 +13,7 @@ import pytest
 
 from lahar.policies import admission_policies as ap
 from lahar.policies import cel, cel_costs
+from lahar.policies.admission_policies import evaluation
 
 BIG = "x" * 400_000
 
@@ -102,7 +103,7 @@ def test_a_review_past_its_budget_is_answered_by_the_failure_policy(failure_poli
 
 
 def test_variables_that_double_a_list_are_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ap, "MAX_VARIABLE_ELEMENTS", 1_000)      # the same rule as 100,000, on small values
+    monkeypatch.setattr(evaluation, "MAX_VARIABLE_ELEMENTS", 1_000)      # the same rule as 100,000, on small values
     doubling = [{"name": "v0", "expression": "object.metadata.annotations['a'].split('')"}]
     doubling += [{"name": f"v{i}", "expression": f"variables.v{i - 1} + variables.v{i - 1}"} for i in range(1, 12)]
     doc = policy("Fail", count=1, variables=doubling,

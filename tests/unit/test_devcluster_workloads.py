@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lahar.devcluster import workloads
+from lahar.devcluster.workloads import deployments, jobs
 from lahar.kube.apiserver.memory import MemoryClient
 
 NOW = dt.datetime(2025, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -174,7 +175,7 @@ def test_deployment_plan(spec: dict, rss: list[dict], creates: list[str], scales
     assert list(plan.delete) == deletes
     if creates:
         assert plan.create[0]["metadata"]["annotations"][workloads.REVISION_ANNOTATION] == str(
-            max(workloads._revision(r) for r in rss) + 1)
+            max(deployments._revision(r) for r in rss) + 1)
 
 
 def test_deployment_status_and_conditions() -> None:
@@ -331,7 +332,7 @@ def test_indexed_job_creates_missing_indexes_and_reports_them() -> None:
 @pytest.mark.parametrize(("indexes", "text"), [([], ""), ([0], "0"), ([0, 1, 2, 5], "0-2,5"), ([1, 3], "1,3")],
                          ids=["none", "one", "range", "gaps"])
 def test_completed_indexes(indexes: list[int], text: str) -> None:
-    assert workloads._index_ranges(indexes) == text
+    assert jobs._index_ranges(indexes) == text
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -85,9 +85,9 @@ def test_a_bad_log_format_is_a_usage_error_naming_the_flag() -> None:
 
 @pytest.mark.parametrize("json_lines", [True, False], ids=["json", "text"])
 def test_up_writes_its_separator_lines_in_the_log_format(json_lines) -> None:
-    from lahar import up
+    from lahar.up import children
 
-    line = up._starting_line("worker", ["lahar", "worker"], json_lines=json_lines).decode()
+    line = children._starting_line("worker", ["lahar", "worker"], json_lines=json_lines).decode()
     if json_lines:
         doc = json.loads(line)
         assert doc["logger"] == "lahar.up" and doc["message"] == "lahar up: starting worker: lahar worker"

@@ -401,3 +401,18 @@ def test_admit_object_defaults_the_namespace_and_skips_unknown_kinds():
     assert "namespace" not in obj["metadata"], "the caller's object is not changed"
     assert routes.admit_object({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
                                StaticLookups(), CONFIG, table) is None
+
+
+def test_app_factory_is_refused_without_workers_to_import_it(tmp_path):
+    """`--app-factory` names a module:function for uvicorn's spawned workers; one process builds lahar's own app and
+    imports nothing by name, so the option alone is a clear usage error naming it, not a silent import."""
+    from typer.testing import CliRunner
+
+    from lahar.cli import app as cli
+
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).write_text("")
+    res = CliRunner().invoke(cli, ["webhook", "--cert", str(tmp_path / "tls.crt"), "--key", str(tmp_path / "tls.key"),
+                                   "--app-factory", "tests.integration.webhook_faults:stalling_app"])
+    assert res.exit_code == 2, res.output
+    assert "--app-factory" in res.output and "only with --workers 2 or more" in res.output

@@ -1,0 +1,124 @@
+"""CEL matchConditions of admission webhooks: `match_conditions` evaluates a webhook's conditions over the request
+with cel-python (`celpy`), compiled programs cached, each expression given only the variables it names (`to_cel`).
+
+Part of `devcluster.admission`, over `matching.AdmissionCall`; called by `chain.WebhookAdmission`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from lahar.devcluster.admission.matching import AdmissionCall, Obj
+from lahar.kube import errors
+
+
+class CelUnavailable(RuntimeError):
+    """A matchCondition could not be evaluated because no CEL implementation is installed."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CEL matchConditions
+
+
+_IDENTIFIER = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
+
+
+class _Cel:
+    """Compiled-program cache over cel-python (`celpy`); each expression gets only the variables it names."""
+
+    def __init__(self) -> None:
+        self._programs: dict[str, tuple[Any, frozenset[str]]] = {}
+        self._lock = threading.Lock()
+        try:
+            import celpy  # noqa: PLC0415 — optional at import time, required only when a webhook uses CEL
+        except ImportError:  # pragma: no cover - cel-python is a dependency
+            self._celpy = None
+        else:
+            self._celpy = celpy
+
+    def evaluate(self, expression: str, activation: Mapping[str, Any]) -> Any:
+        if self._celpy is None:
+            raise CelUnavailable(f"CEL is not available to evaluate {expression!r}: install cel-python")
+        celpy = self._celpy
+        with self._lock:
+            entry = self._programs.get(expression)
+            if entry is None:
+                env = celpy.Environment()
+                # a CEL expression can only reach a variable by writing its name (an identifier in a string literal
+                # just adds an unused variable): the others need no conversion
+                entry = (env.program(env.compile(expression)), frozenset(_IDENTIFIER.findall(expression)))
+                self._programs[expression] = entry
+        program, names = entry
+        result = program.evaluate({k: to_cel(v) for k, v in activation.items() if k in names})
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+
+def to_cel(value: Any) -> Any:
+    """`celpy.adapter.json_to_cel`, the same CEL values, dispatching on the exact type of plain JSON data (celpy's
+    checks against typing generics cost most of a conversion); anything else goes to celpy."""
+    from celpy import celtypes  # noqa: PLC0415 — loaded with celpy, only when a webhook uses CEL
+
+    def convert(v: Any) -> Any:
+        t = type(v)
+        if t is str:
+            return celtypes.StringType(v)
+        if t is dict:
+            return celtypes.MapType({convert(k): convert(x) for k, x in v.items()})
+        if t is list:
+            return celtypes.ListType([convert(x) for x in v])
+        if t is bool:
+            return celtypes.BoolType(v)
+        if t is int:
+            return celtypes.IntType(v)
+        if t is float:
+            return celtypes.DoubleType(v)
+        if v is None:
+            return None
+        from celpy.adapter import json_to_cel  # noqa: PLC0415
+
+        return json_to_cel(v)
+
+    return convert(value)
+
+
+_CEL = _Cel()
+
+
+def match_conditions(webhook: Mapping[str, Any], call: AdmissionCall, request: Obj) -> bool:
+    """kube's matchconditions.Matcher: any false → skip; errors → Ignore skips, Fail raises Forbidden."""
+    conditions = webhook.get("matchConditions") or []
+    if not conditions:
+        return True
+    activation = {"object": call.obj, "oldObject": call.old_obj, "request": request}
+    failures: list[str] = []
+    for cond in conditions:
+        expr = cond.get("expression", "")
+        try:
+            value = _CEL.evaluate(expr, activation)
+        except Exception as exc:  # celpy raises its own parse/eval errors
+            failures.append(f"expression '{expr}' resulted in error: {_cel_error_text(exc)}")
+            continue
+        if not isinstance(value, bool) and type(value).__name__ != "BoolType":
+            failures.append(f"expression '{expr}' resulted in error: no such overload")
+            continue
+        if not bool(value):
+            return False
+    if failures:
+        if (webhook.get("failurePolicy") or "Fail") == "Ignore":
+            return False
+        group_res = call.resource + (f".{call.group}" if call.group else "")
+        text = failures[0] if len(failures) == 1 else "[" + ", ".join(failures) + "]"
+        raise errors.Forbidden(f'{group_res} "{call.name}" is forbidden: {text}',
+                               details={"name": call.name, "group": call.group, "kind": call.resource})
+    return True
+
+
+def _cel_error_text(exc: Exception) -> str:
+    if exc.args and isinstance(exc.args[0], str):
+        return exc.args[0].splitlines()[0]
+    return str(exc) or type(exc).__name__
