@@ -32,10 +32,12 @@ class Builder:
     def build(self) -> dict[str, Any]:
         return copy.deepcopy(self.obj)
 
-    def bare(self) -> dict[str, Any]:
-        """The object as a client sends it to create: a copy without uid, creationTimestamp and status."""
+    def bare(self, *, status: bool = False) -> dict[str, Any]:
+        """The object as a client sends it to create: a copy without uid and creationTimestamp, and without status
+        unless `status` (the tests that play a controller create a PodGroup already Inqueue)."""
         o = self.build()
-        o.pop("status", None)
+        if not status:
+            o.pop("status", None)
         for field in ("uid", "creationTimestamp"):
             o["metadata"].pop(field, None)
         return o

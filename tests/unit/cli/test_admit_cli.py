@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from lahar.cli import app
 from lahar.webhooks import review
+from tests import builders
 from tests.builders import pod_template, vcjob
 
 EXAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "volcano-examples"
@@ -29,11 +30,8 @@ def job(name: str, *, queue: str | None = None, replicas: int = 2, min_available
 
 
 def queue(name: str, *, parent: str | None = None, state: str = "Open") -> dict:
-    spec: dict = {"weight": 1}
-    if parent:
-        spec["parent"] = parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": spec, "status": {"state": state}}
+    q = builders.queue(name).state(state)
+    return (q.parent(parent) if parent else q).bare(status=True)
 
 
 def write(path: Path, *objects: dict) -> Path:

@@ -11,6 +11,7 @@ import pytest
 from lahar.kube import errors, resources
 from lahar.kube.memory import MemoryClient
 from lahar.webhooks.lookups import InformerLookups, Lookups, StaticLookups
+from tests import builders
 from tests.builders import vcjob
 
 REG = resources.in_tree()
@@ -22,11 +23,8 @@ PRIORITY = REG.get("scheduling.k8s.io", "v1", "priorityclasses")
 
 
 def queue(name: str, *, state: str = "Open", parent: str | None = None) -> dict:
-    spec: dict = {"weight": 1}
-    if parent:
-        spec["parent"] = parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": spec, "status": {"state": state}}
+    q = builders.queue(name).state(state)
+    return (q.parent(parent) if parent else q).bare(status=True)
 
 
 def namespace(name: str, **annotations: str) -> dict:

@@ -11,6 +11,7 @@ import pytest
 from lahar.policies.admission import AdmissionConfig
 from lahar.webhooks import pods, review
 from lahar.webhooks.lookups import StaticLookups
+from tests import builders
 from tests.builders import create
 
 CFG = AdmissionConfig()
@@ -42,8 +43,7 @@ def podgroup(queue_name: str) -> dict:
 
 
 def queue(name: str, state: str) -> dict:
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": {"weight": 1}, "status": {"state": state}}
+    return builders.queue(name).state(state).bare(status=True)
 
 
 # --- validate (TestValidatePod) ------------------------------------------------------------------------------------
