@@ -1,5 +1,5 @@
 """Small helpers the integration and e2e tests share: a free loopback port, polling until the world settles, CRDs and
-a first Queue."""
+a first Queue (the objects themselves come from tests.builders)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.builders import queue
 
 CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
 
@@ -52,5 +54,4 @@ def install_crds(client: Any, *names: str, timeout: float = 20.0) -> None:
 def create_queue(client: Any, name: str = "q1", weight: int = 1) -> dict:
     """An Open-able Volcano Queue (`scheduling.volcano.sh/v1beta1`) created through `client`."""
     q_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
-    return client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                                "metadata": {"name": name}, "spec": {"weight": weight}})
+    return client.create(q_rt, queue(name).weight(weight).bare())

@@ -27,6 +27,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import builders
+from tests.builders import pod_template
+
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,17 +78,13 @@ def lahar(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess:
 
 
 def queue(name: str, parent: str | None = None) -> dict:
-    spec: dict = {"weight": 1}
-    if parent:
-        spec["parent"] = parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+    q = builders.queue(name)
+    return (q.parent(parent) if parent else q).bare()
 
 
 def vcjob(name: str, **spec: Any) -> dict:
-    task = {"replicas": 1, "name": "t", "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
-                                                              "restartPolicy": "Never"}}}
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"tasks": [task], **spec}}
+    return builders.vcjob(name, namespace=None).task("t", 1, template=pod_template(restart_policy="Never")).spec(
+        **spec).build()
 
 
 def pod(name: str, limits: dict[str, str], scheduler: str | None = "volcano") -> dict:

@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import simulated_job
 from tests.support import free_port as _free_port
 from tests.support import wait_for
 
@@ -46,7 +47,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH"),
 ]
 
-SIM_DURATION = "lahar.sh/sim-duration"
 SIM_EXIT_CODE = "lahar.sh/sim-exit-code"
 JOB_NAME = "volcano.sh/job-name"
 JOB_VERSION = "volcano.sh/job-version"
@@ -300,17 +300,8 @@ class Expect:
 
 
 def vcjob(e: Expect, duration: str) -> dict[str, Any]:
-    def template() -> dict[str, Any]:
-        return {"metadata": {"annotations": {SIM_DURATION: duration}},
-                "spec": {"restartPolicy": "Never", "containers": [
-                    {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
-
-    spec: dict[str, Any] = {"schedulerName": "volcano", "queue": "default", "minAvailable": sum(e.tasks.values()),
-                            "maxRetry": 3, "tasks": [{"name": t, "replicas": n, "template": template()}
-                                                     for t, n in e.tasks.items()]}
-    if e.restarts:
-        spec["policies"] = [{"event": "PodFailed", "action": "RestartJob"}]
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": e.name}, "spec": spec}
+    policies = [{"event": "PodFailed", "action": "RestartJob"}] if e.restarts else None
+    return simulated_job(e.name, tasks=e.tasks, duration=duration, policies=policies)
 
 
 WAVE = [Expect("g1", {"w": 3}), Expect("g2", {"ps": 1, "w": 3}), Expect("g3", {"w": 2}),

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import builders
+from tests.builders import pod_template
 from tests.e2e.test_kubectl_basic import Kubectl
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")]
@@ -51,11 +53,8 @@ def deployment(ns: str, *, replicas: int = 2, image: str = "nginx:1.25") -> str:
 
 
 def vcjob(ns: str, *, min_available: int = 1) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "vj", "namespace": ns},
-        "spec": {"minAvailable": min_available, "schedulerName": "volcano", "queue": "default",
-                 "tasks": [{"name": "worker", "replicas": 1, "template": {"spec": {
-                     "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+    job = builders.vcjob("vj", ns).spec(minAvailable=min_available, schedulerName="volcano", queue="default")
+    return yaml.safe_dump(job.task("worker", 1, template=pod_template(restart_policy="Never")).build())
 
 
 def ssa(kubectl: Kubectl, manifest: str, *flags: str, check: bool = True) -> Any:

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from tests.builders import simulated_job
 from tests.integration.test_controllers_celery import (
     CRDS,
     FakeScheduler,
     Stack,
     submit,
-    vcjob,
     wait_for,
     watch_phases,
 )
@@ -68,7 +68,7 @@ def test_suspend_aborts_and_resume_runs_again_without_a_retry(stack: Stack) -> N
     ns = stack.namespace()
     tasks = {"worker": 2}
     # maxRetry 1: had the resume consumed a retry (Volcano's #3067), the job would go Failed instead of Running
-    submit(stack, ns, vcjob("j", tasks=tasks, duration="600s", max_retry=1))
+    submit(stack, ns, simulated_job("j", tasks=tasks, duration="600s", max_retry=1))
     watch_phases(stack, ns, "j", "Running")
     wait_for("both pods to run", lambda: len(running_pods(stack, ns)) == 2)
     first_uids = {p["metadata"]["uid"] for p in stack.pods(ns)}
@@ -99,7 +99,7 @@ def test_suspend_aborts_and_resume_runs_again_without_a_retry(stack: Stack) -> N
 
 
 def cronjob(name: str, *, history: int) -> dict[str, Any]:
-    task = vcjob("unused", tasks={"t": 1}, duration="1s")["spec"]
+    task = simulated_job("unused", tasks={"t": 1}, duration="1s")["spec"]
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob", "metadata": {"name": name},
             "spec": {"schedule": "*/1 * * * *", "suspend": True, "concurrencyPolicy": "Allow",
                      "successfulJobsHistoryLimit": history, "failedJobsHistoryLimit": 1,

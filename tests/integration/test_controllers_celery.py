@@ -24,6 +24,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.builders import simulated_job
 from tests.support import free_port as _free_port
 from tests.support import wait_for
 
@@ -198,21 +199,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: Any) -> Iterat
         s.close()
 
 
-def vcjob(name: str, *, tasks: dict[str, int], duration: str = "2s", policies: list[dict[str, Any]] | None = None,
-          max_retry: int = 3) -> dict[str, Any]:
-    def template() -> dict[str, Any]:
-        return {"metadata": {"annotations": {"lahar.sh/sim-duration": duration}},
-                "spec": {"restartPolicy": "Never", "containers": [
-                    {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
-
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": sum(tasks.values()),
-                 "maxRetry": max_retry, "policies": policies or [],
-                 "tasks": [{"name": t, "replicas": n, "template": template()} for t, n in tasks.items()]},
-    }
-
-
 def submit(stack: Stack, ns: str, job: dict[str, Any]) -> None:
     stack.client.create(stack.rt("batch.volcano.sh", "v1alpha1", "jobs"), job, namespace=ns)
 
@@ -243,7 +229,7 @@ def assert_pods_exactly(stack: Stack, ns: str, tasks: dict[str, int]) -> None:
 def test_job_runs_then_completes(stack: Stack) -> None:
     ns = stack.namespace()
     tasks = {"ps": 1, "worker": 2}
-    submit(stack, ns, vcjob("j", tasks=tasks, duration="2s"))
+    submit(stack, ns, simulated_job("j", tasks=tasks, duration="2s"))
     phases = watch_phases(stack, ns, "j", "Completed")
     assert "Running" in phases and phases[-1] == "Completed"
     assert_pods_exactly(stack, ns, tasks)
@@ -256,7 +242,7 @@ def test_pod_failure_restarts_the_job_which_then_completes(stack: Stack) -> None
 
     ns = stack.namespace()
     tasks = {"worker": 2}
-    submit(stack, ns, vcjob("j", tasks=tasks, duration="4s", max_retry=3,
+    submit(stack, ns, simulated_job("j", tasks=tasks, duration="4s", max_retry=3,
                             policies=[{"event": "PodFailed", "action": "RestartJob"}]))
     pod_rt = stack.rt("", "v1", "pods")
 
@@ -287,7 +273,7 @@ def test_worker_killed_mid_run_loses_nothing(stack: Stack) -> None:
     tasks = {"a": 4, "b": 4}
     names = [f"k{i}" for i in range(4)]
     for name in names:
-        job = vcjob(name, tasks=tasks, duration="2s")
+        job = simulated_job(name, tasks=tasks, duration="2s")
         submit(stack, ns, job)
     wait_for("the victim to take reconciles", lambda: "lahar.reconcile[Job." in stack.log("victim"), interval=0.02)
     stack.kill("victim", signal.SIGKILL)  # the worker and its pool children, mid-run
@@ -303,13 +289,13 @@ def test_worker_killed_mid_run_loses_nothing(stack: Stack) -> None:
 def test_redis_restart_heals(stack: Stack) -> None:
     ns = stack.namespace()
     tasks = {"worker": 3}
-    submit(stack, ns, vcjob("j", tasks=tasks, duration="3s"))
+    submit(stack, ns, simulated_job("j", tasks=tasks, duration="3s"))
     wait_for("the first pod", lambda: stack.pods(ns), interval=0.05)
     stack.redis_server.restart()  # queues, marks, locks and timers are gone
     watch_phases(stack, ns, "j", "Completed", timeout=120)
     assert_pods_exactly(stack, ns, tasks)
     # and the stack still works afterwards
-    submit(stack, ns, vcjob("after", tasks={"w": 1}, duration="1s"))
+    submit(stack, ns, simulated_job("after", tasks={"w": 1}, duration="1s"))
     watch_phases(stack, ns, "after", "Completed", timeout=120)
 
 

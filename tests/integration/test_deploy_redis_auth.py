@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_port
-from tests.unit.deploy_objects import chart, container, kustomize
+from tests.unit.deploy.deploy_objects import chart, container, kustomize
 
 redis = pytest.importorskip("redis")
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not on PATH")

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_controllers_celery import CRDS, FakeScheduler, Stack, submit, vcjob
+from tests.builders import simulated_job
+from tests.integration.test_controllers_celery import CRDS, FakeScheduler, Stack, submit
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -109,7 +110,7 @@ def _phase(pod: dict[str, Any]) -> str:
 def test_redis_sigkilled_while_pods_are_created_the_job_completes_within_a_resync(stack) -> None:
     st, redis = stack
     ns = st.namespace()
-    submit(st, ns, vcjob("j", tasks={"w": 32}, duration="3s"))
+    submit(st, ns, simulated_job("j", tasks={"w": 32}, duration="3s"))
     wait_for("the first pods", lambda: 0 < len(st.pods(ns)) < 32 or None, timeout=120, interval=0.02)
     worker = st.procs["worker"].pid
     os.killpg(worker, signal.SIGSTOP)  # the worker holds what it reserved (prefetched) when the crash comes

@@ -13,6 +13,7 @@ from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
+from tests.builders import podgroup, queue
 from tests.support import install_crds
 
 pytestmark = pytest.mark.integration
@@ -56,13 +57,9 @@ def test_gang_of_8_all_or_nothing(cluster: tuple[object, RestClient]) -> None:
     pods_rt, nodes_rt = reg.get("", "v1", "pods"), reg.get("", "v1", "nodes")
     q_rt = reg.get("scheduling.volcano.sh", "v1beta1", "queues")
     pg_rt = reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")
-    client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q1"},
-                         "spec": {"weight": 1}})
+    client.create(q_rt, queue("q1").bare())
     client.create(pods_rt, _pod("filler", "1", node="cpu-small-0"), namespace="default")
-    client.create(pg_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                          "metadata": {"name": "gang", "namespace": "default"},
-                          "spec": {"minMember": 8, "queue": "q1"}, "status": {"phase": "Inqueue"}},
-                  namespace="default")
+    client.create(pg_rt, podgroup("gang", "default").min(8).queue("q1").bare(status=True), namespace="default")
     for i in range(8):
         client.create(pods_rt, _pod(f"gang-w-{i}", "1", group="gang"), namespace="default")
 

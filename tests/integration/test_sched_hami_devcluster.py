@@ -15,6 +15,7 @@ from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
+from tests.builders import container, pod, podgroup
 from tests.support import create_queue, install_crds
 
 pytestmark = pytest.mark.integration
@@ -38,16 +39,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestClient]:
 def _job(client: RestClient, name: str, gpu_requests: dict[str, str]) -> None:
     reg = client.registry
     res = {"cpu": "2", "memory": "8Gi", **gpu_requests}
-    client.create(reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"), {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": 1, "queue": "q1", "minResources": res}}, namespace="default")
-    client.create(reg.get("", "v1", "pods"), {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": {"scheduling.k8s.io/group-name": name}},
-        "spec": {"schedulerName": "volcano", "containers": [
-            {"name": "main", "image": "cuda", "resources": {"requests": res, "limits": dict(res)}}]}},
-        namespace="default")
+    client.create(reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"),
+                  podgroup(name, "default").min(1).queue("q1").min_resources(**res).bare(), namespace="default")
+    client.create(reg.get("", "v1", "pods"), pod(name, "default").group(name).containers(
+        container("main", "cuda", requests=res, limits=res)).bare(), namespace="default")
 
 
 def _pod(client: RestClient, name: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from lahar.kube.rest import RestClient
 from lahar.scheduler.cache import ConfSource
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
+from tests.builders import podgroup, queue
 from tests.support import install_crds
 
 pytestmark = [pytest.mark.integration,
@@ -80,9 +81,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
         client.create(client.registry.get("", "v1", "namespaces"),
                       {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        client.create(client.registry.get("scheduling.volcano.sh", "v1beta1", "queues"),
-                      {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q1"},
-                       "spec": {"weight": 1}})
+        client.create(client.registry.get("scheduling.volcano.sh", "v1beta1", "queues"), queue("q1").bare())
         seen: list[str] = []
         source = ConfSource(client, in_tree_registry(), on_error=lambda cm, e: seen.append(e))
         assert source.start(timeout=20)
@@ -97,9 +96,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 def _gang_of_one(client: RestClient, name: str) -> None:
     reg = client.registry
     client.create(reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"),
-                  {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                   "metadata": {"name": name, "namespace": "default"},
-                   "spec": {"minMember": 1, "queue": "q1"}, "status": {"phase": "Inqueue"}}, namespace="default")
+                  podgroup(name, "default").min(1).queue("q1").bare(status=True), namespace="default")
     client.create(reg.get("", "v1", "pods"),
                   {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": f"{name}-0", "namespace": "default",

@@ -21,6 +21,7 @@ from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
+from tests.builders import podgroup
 from tests.support import create_queue
 
 pytestmark = pytest.mark.integration
@@ -90,10 +91,7 @@ def _pod(name: str, group: str, *, gpus: int, vfs: int, cpu: str, policy: str | 
 def _gang(client: RestClient, name: str, pods: list[dict[str, Any]]) -> None:
     pg_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups")
     pods_rt = client.registry.get("", "v1", "pods")
-    client.create(pg_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                          "metadata": {"name": name, "namespace": "default"},
-                          "spec": {"minMember": len(pods), "queue": "q1"}, "status": {"phase": "Inqueue"}},
-                  namespace="default")
+    client.create(pg_rt, podgroup(name, "default").min(len(pods)).queue("q1").bare(status=True), namespace="default")
     for p in pods:
         client.create(pods_rt, p, namespace="default")
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from lahar.certs import authority
-from lahar.webhooks import review
 from lahar.webhooks.app import create_app
 from lahar.webhooks.lookups import StaticLookups
 from lahar.webhooks.server import WebhookServer
+from tests.builders import admission_review, pod_template, vcjob
 from tests.support import free_port as _free_port
 
 pytestmark = pytest.mark.integration
@@ -53,16 +53,8 @@ def vgpu_pod(name: str = "p1") -> dict:
 
 
 def job(name: str = "j1", queue: str | None = None) -> dict:
-    spec: dict = {"tasks": [{"name": "t", "replicas": 1, "template": {"spec": {
-        "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}]}
-    if queue:
-        spec["queue"] = queue
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": "default"},
-            "spec": spec}
-
-
-def review_of(obj: dict, resource: str, uid: str = "uid-1") -> dict:
-    return review.to_review(review.request_for(obj, resource=resource, uid=uid))
+    j = vcjob(name).task("t", 1, template=pod_template(restart_policy="OnFailure"))
+    return (j.queue(queue) if queue else j).build()
 
 
 def ops(resp: httpx.Response) -> list[dict]:
@@ -95,17 +87,17 @@ def test_reviews_over_https_with_the_real_rules(server):
     with httpx.Client(base_url=base, verify=context(ca), timeout=10) as c:
         assert c.get("/healthz").text == "ok"
         assert c.get("/readyz").status_code == 200
-        pod = c.post("/pods/mutate", json=review_of(vgpu_pod(), "pods"))
+        pod = c.post("/pods/mutate", json=admission_review(vgpu_pod()))
         assert pod.status_code == 200 and pod.json()["response"]["allowed"] is True
         assert {"op": "add", "path": "/spec/containers/0/resources/limits/volcano.sh~1vgpu-number",
                 "value": "1"} in ops(pod)
-        mutated = c.post("/jobs/mutate", json=review_of(job(), "jobs"))
+        mutated = c.post("/jobs/mutate", json=admission_review(job()))
         assert {"op": "add", "path": "/spec/queue", "value": "default"} in ops(mutated)
-        denied = c.post("/jobs/validate", json=review_of(job(queue="root"), "jobs"))
+        denied = c.post("/jobs/validate", json=admission_review(job(queue="root")))
         assert denied.json()["response"]["allowed"] is False
         assert "root queue" in denied.json()["response"]["status"]["message"]
         assert c.post("/jobs/validate", content=b"{").status_code == 400
-        assert c.post("/nope", json=review_of(job(), "jobs")).status_code == 404
+        assert c.post("/nope", json=admission_review(job())).status_code == 404
         metrics = c.get("/metrics").text
         assert 'lahar_admission_requests_total{path="/jobs/validate",verdict="denied"} 1' in metrics
 
@@ -121,7 +113,7 @@ def test_certificate_rotation_under_load_fails_no_review(server):
     srv, old_ca, tmp = server
     assert srv.reloader is not None, "certs.rotation hot reload is wired"
     new_ca = authority.new_ca("lahar-rotated-ca", 1)
-    body = review_of(vgpu_pod(), "pods")
+    body = admission_review(vgpu_pod())
     url = f"https://127.0.0.1:{srv.port}/pods/mutate"
     failures: list[str] = []
     done = 0
@@ -192,7 +184,7 @@ def test_lahar_webhook_command_serves_and_stops(certs_dir):
                     pass
                 assert time.monotonic() < deadline, "lahar webhook did not become ready"
                 time.sleep(0.1)
-            out = c.post("/jobs/validate", json=review_of(job(queue="team"), "jobs")).json()["response"]
+            out = c.post("/jobs/validate", json=admission_review(job(queue="team"))).json()["response"]
             assert out["allowed"] is True, out
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -16,8 +16,9 @@ import httpx
 import pytest
 
 from lahar.certs import authority
+from tests.builders import admission_review
 from tests.integration import webhook_faults
-from tests.integration.test_webhook_https import context, job, review_of, serving_pair
+from tests.integration.test_webhook_https import context, job, serving_pair
 from tests.support import free_port
 
 pytestmark = pytest.mark.integration
@@ -75,7 +76,7 @@ def _read(log) -> str:
 def _stuck_review(url: str, ca, queue: str, outcome: list) -> None:
     try:
         with httpx.Client(base_url=url, verify=context(ca), timeout=30) as c:
-            outcome.append(c.post("/jobs/validate", json=review_of(job("stuck", queue=queue), "jobs")))
+            outcome.append(c.post("/jobs/validate", json=admission_review(job("stuck", queue=queue))))
     except httpx.HTTPError as e:
         outcome.append(e)
 
@@ -93,7 +94,7 @@ def test_one_stuck_review_does_not_stall_the_others_and_its_worker_is_replaced(w
         # fresh connections: the kernel hands them to the worker that is accepting
         with httpx.Client(base_url=url, verify=context(ca), timeout=BOUND) as c:
             assert c.get("/healthz").text == "ok"
-            out = c.post("/jobs/validate", json=review_of(job("other", queue="team"), "jobs")).json()["response"]
+            out = c.post("/jobs/validate", json=admission_review(job("other", queue="team"))).json()["response"]
             assert out["allowed"] is True, out
             answered += 1
         time.sleep(0.1)
@@ -143,7 +144,7 @@ def test_every_scrape_counts_the_reviews_of_every_worker(workers):
     url, ca, proc, log, _ = workers
     for i in range(20):
         with httpx.Client(base_url=url, verify=context(ca), timeout=BOUND) as c:   # fresh: spread over the workers
-            assert c.post("/jobs/validate", json=review_of(job(f"j{i}", queue="team"), "jobs")).status_code == 200
+            assert c.post("/jobs/validate", json=admission_review(job(f"j{i}", queue="team"))).status_code == 200
     series = 'lahar_admission_requests_total{path="/jobs/validate",verdict="allowed"} '
     deadline = time.monotonic() + 15
     while True:

@@ -1,0 +1,1 @@
+"""Unit tests, one folder per package (kube, scheduler, webhooks, ...); repository-wide checks sit here at the top."""

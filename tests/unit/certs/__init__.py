@@ -1,0 +1,1 @@
+"""Unit tests of lahar.certs: serving certificates and their rotation."""

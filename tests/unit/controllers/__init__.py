@@ -1,0 +1,1 @@
+"""Unit tests of lahar.controllers: the reconcilers, dispatch and the work queue."""

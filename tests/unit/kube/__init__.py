@@ -1,0 +1,1 @@
+"""Unit tests of lahar.kube: the API-server engine, the client port, quantities, patches, selectors, informers."""

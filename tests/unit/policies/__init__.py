@@ -1,0 +1,1 @@
+"""Unit tests of lahar.policies: CEL, admission configuration and users' AdmissionPolicies."""

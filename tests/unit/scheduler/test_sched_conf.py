@@ -1,0 +1,98 @@
+"""volcano-scheduler.conf parsing: Volcano's format into frozen models; unknown names and fields are errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.registry import in_tree_registry
+
+REG = in_tree_registry()
+KNOWN = dict(actions=REG.action_names, plugins=REG.plugin_names)
+
+HELM = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: predicates
+    arguments:
+      predicate.NodeAffinityEnable: true
+  - name: proportion
+  - name: nodeorder
+configurations:
+- name: preempt
+  arguments:
+    enableTopologyAwarePreemption: true
+"""
+
+
+def test_parses_volcano_format() -> None:
+    c = confs.load(HELM, **KNOWN)
+    assert c.actions == ("enqueue", "allocate", "backfill")
+    assert [p.name for p in c.tiers[0].plugins] == ["priority", "gang", "conformance"]
+    gang = c.tiers[0].plugins[1]
+    assert not gang.enabled("enablePreemptable") and gang.enabled("enableJobOrder")
+    assert c.tiers[1].plugins[0].arguments == {"predicate.NodeAffinityEnable": True}
+    assert c.action_arguments("preempt") == {"enableTopologyAwarePreemption": True}
+    assert c.action_arguments("allocate") == {}
+
+
+def test_frozen() -> None:
+    c = confs.load(HELM, **KNOWN)
+    with pytest.raises(pydantic.ValidationError):
+        c.actions = ("allocate",)  # type: ignore[misc]
+
+
+ERRORS = [
+    ("unknown-action", 'actions: "enqueue, allocat"\ntiers: []', "failed to find Action allocat"),
+    ("unknown-plugin", 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gangg', "failed to find Plugin gangg"),
+    ("unknown-field", 'actions: "allocate"\nactionz: x', "unknown field 'actionz'"),
+    ("unknown-plugin-field", 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true',
+     "tiers[0].plugins[0]: unknown field 'enableJobOrdr'"),
+    ("switch-not-bool", 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrder: 3',
+     "tiers[0].plugins[0].enableJobOrder: must be true or false"),
+    ("no-actions", "tiers: []", "actions: required"),
+    ("bad-yaml", "actions: [", "invalid YAML"),
+    ("drf-hierarchy-with-proportion",
+     'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n- plugins:\n'
+     '  - name: proportion', "proportion and drf with hierarchy enabled conflicts"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [(t, m) for _, t, m in ERRORS], ids=[i for i, _, _ in ERRORS])
+def test_errors_name_the_culprit(text: str, message: str) -> None:
+    with pytest.raises(confs.ConfError, match=None) as exc:
+        confs.load(text, actions=[*REG.action_names], plugins=[*REG.plugin_names, "drf"])
+    assert message in str(exc.value)
+
+
+def test_drf_without_hierarchy_and_proportion_is_fine() -> None:
+    confs.load('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n  - name: proportion')
+
+
+def test_default_conf_is_volcanos_and_filters_to_a_registry() -> None:
+    full = confs.default_conf()
+    assert full.plugin_names() == ["priority", "gang", "conformance", "overcommit", "drf", "predicates",
+                                   "proportion", "nodeorder"]
+    mine = confs.default_conf(REG.plugin_names)
+    assert set(mine.plugin_names()) <= set(REG.plugin_names)
+
+
+def test_volcano_example_confs_parse() -> None:
+    root = Path(__file__).resolve().parents[3] / ".." / "shared" / "volcano-examples"
+    if not root.exists():
+        pytest.skip("volcano examples absent")
+    paths = [p for p in root.rglob("*.conf") if "actions:" in p.read_text()]
+    if not paths:
+        pytest.skip("no scheduler confs among the examples")
+    for path in paths:
+        c = confs.load(path.read_text())
+        assert c.actions
