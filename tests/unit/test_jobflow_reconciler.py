@@ -421,3 +421,50 @@ def test_conflicting_status_write_is_a_conflict() -> None:
     ctx.client.update_status = real_update  # type: ignore[method-assign]
     run(ctx)
     assert job_names(ctx) == ["f-a"] and flow(ctx)["status"]["state"]["phase"] == "Pending"
+
+
+# --- docs/pipelines.md's example runs ---------------------------------------------------------------------------
+
+
+def test_the_pipelines_page_example_runs_to_succeed() -> None:
+    """The YAML of docs/pipelines.md: preprocess → serve (on completion) → evaluate (once the server answers)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text()
+    docs = list(yaml.safe_load_all(re.search(r"```yaml\n(.*?)```", page, re.S).group(1)))
+    ctx = make_ctx()
+    for doc in docs:
+        plural = {"JobTemplate": "jobtemplates", "JobFlow": "jobflows"}[doc["kind"]]
+        doc["metadata"]["namespace"] = NS
+        ctx.client.create(rt(ctx, "flow.volcano.sh", plural), doc, namespace=NS)
+    answering: set[str] = set()
+
+    def step() -> None:
+        jobflows.reconcile(ctx, NS, "pipeline", check=lambda ep: ep.host in answering)
+
+    step()
+    assert job_names(ctx) == ["pipeline-preprocess"]
+    set_phase(ctx, "pipeline-preprocess", "Completed")
+    step()
+    assert job_names(ctx) == ["pipeline-preprocess", "pipeline-serve"]
+    set_phase(ctx, "pipeline-serve", "Running")
+    pods_rt = rt(ctx, "", "pods")
+    ctx.client.create(pods_rt, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "pipeline-serve-server-0", "namespace": NS, "labels": {"volcano.sh/job-name": "pipeline-serve"},
+        "annotations": {"volcano.sh/task-spec": "server"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        namespace=NS)
+    server = ctx.client.get(pods_rt, "pipeline-serve-server-0", namespace=NS)
+    server["status"] = {"phase": "Running", "podIP": "10.2.0.7"}
+    ctx.client.update_status(pods_rt, server, namespace=NS)
+    step()
+    assert "pipeline-evaluate" not in job_names(ctx)  # not answering yet
+    answering.add("10.2.0.7")
+    step()
+    assert "pipeline-evaluate" in job_names(ctx)
+    for job in ("pipeline-serve", "pipeline-evaluate"):
+        set_phase(ctx, job, "Completed")
+    step()
+    assert flow(ctx, "pipeline")["status"]["state"]["phase"] == "Succeed"
