@@ -4,6 +4,7 @@ Succeed unchanged, and a flow survives its worker SIGKILLed and Redis restarted 
 After each run: the flow's phase is Succeed, every step's Job was created exactly once (one uid per Job name over a
 poll of the whole run, one "create a job named ..." Event with count 1), and the status lists each Job once, as
 completed. Simulated pods finish after `--sim-default-duration` (Volcano's templates carry no lahar annotations).
+A JobFlow whose steps do not form a DAG is denied by `/jobflows/validate` with Volcano's messages.
 """
 
 from __future__ import annotations
@@ -211,3 +212,17 @@ def test_redis_restarted_mid_flow(up: FlowUp) -> None:
         wait_for("the supervisor to restart redis-server",
                  lambda: (i := up.read_info())["redis_pid"] not in (None, old) and _alive(i["redis_pid"]), timeout=30)
         check_pipeline(up, ns, watch)
+
+
+@pytest.mark.parametrize(("flows", "message"), [
+    ([{"name": "a", "dependsOn": {"targets": ["b"]}}, {"name": "b", "dependsOn": {"targets": ["a"]}}],
+     "jobflow Flow is not DAG"),
+    ([{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["x"]}}],
+     "jobflow Flow is not DAG: vertex is not defined: x"),
+], ids=["cycle", "unknown-target"])
+def test_kubectl_apply_of_a_bad_dag_is_denied(up: FlowUp, flows: list, message: str) -> None:
+    body = yaml.safe_dump({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow",
+                           "metadata": {"name": "bad", "namespace": "default"}, "spec": {"flows": flows}})
+    out = up.kubectl("apply", "-f", "-", stdin=body, check=False)
+    assert out.returncode != 0
+    assert f'admission webhook "validatejobflow.volcano.sh" denied the request: {message}' in out.stderr, out.stderr
