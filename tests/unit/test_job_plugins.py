@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from lahar.controllers import _job_pods, jobplugins
-from lahar.controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
+from lahar.controllers.jobplugins import env, hcclrank, mpi, pytorch, ssh, svc, tensorflow
 from lahar.kube.memory import MemoryClient
 
 
@@ -51,7 +51,7 @@ def test_go_flag_parsing(name: str, args: list[str], want: dict[str, Any]) -> No
 
 
 def test_registry_and_unknown_plugin() -> None:
-    assert sorted(jobplugins.in_tree_registry()) == ["env", "mpi", "pytorch", "ssh", "svc", "tensorflow"]
+    assert sorted(jobplugins.in_tree_registry()) == ["env", "hcclrank", "mpi", "pytorch", "ssh", "svc", "tensorflow"]
     assert [p.name for p in jobplugins.build({"svc": [], "env": None})] == ["env", "svc"]
     with pytest.raises(jobplugins.UnknownPlugin):
         jobplugins.build({"ray": []})
@@ -241,3 +241,79 @@ def test_simple_plugins_book_their_resource() -> None:
         cls([]).on_job_add({}, status, None)  # type: ignore[arg-type]
     assert status["controlledResources"] == {"plugin-env": "env", "plugin-pytorch": "pytorch", "plugin-mpi": "mpi",
                                              "plugin-tensorflow": "tensorflow"}
+
+
+# --- hcclrank (hcclrank_test.go's cases) ------------------------------------------------------------------------
+
+
+def hccl_pod(task: str | None, index: str | None, *, annotations: dict[str, str] | None = None,
+             containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    ann = dict(annotations or {})
+    if task is not None:
+        ann["volcano.sh/task-spec"] = task
+    meta: dict[str, Any] = {"name": "test-pod", "annotations": ann}
+    if index is not None:
+        meta["labels"] = {"volcano.sh/task-index": index}
+    return {"metadata": meta, "spec": {"containers": containers or [{"name": "c"}]}}
+
+
+def rank_env(value: str) -> list[dict[str, Any]]:
+    return [{"name": "container1", "env": [{"name": "OTHER", "value": "x"}, {"name": "RANK", "value": value}]}]
+
+
+HCCL = [
+    # (id, args, pod, tasks (name, replicas), want annotation or None)
+    ("keeps-an-existing-rank", [], hccl_pod("worker", "0", annotations={"hccl/rankIndex": "1"}), [], "1"),
+    ("uses-the-rank-env", [], hccl_pod(None, None, containers=rank_env("5")), [], "5"),
+    ("master-rank-is-its-index", [], hccl_pod("master", "2"), [("master", 3), ("worker", 2)], "2"),
+    ("worker-rank-follows-the-masters", [], hccl_pod("worker", "1"), [("master", 2), ("worker", 3)], "3"),
+    ("custom-master", ["--master", "custom-master", "--worker", "custom-worker"], hccl_pod("custom-master", "3"),
+     [("custom-master", 5), ("custom-worker", 3)], "3"),
+    ("custom-worker", ["--master=custom-master", "--worker=custom-worker"], hccl_pod("custom-worker", "2"),
+     [("custom-master", 4), ("custom-worker", 3)], "6"),
+    ("zero-master-replicas", [], hccl_pod("worker", "0"), [("master", 0), ("worker", 2)], "0"),
+    ("master-index-five", [], hccl_pod("master", "5"), [("master", 10), ("worker", 5)], "5"),
+    ("other-task-left-alone", [], hccl_pod("ps", "0"), [("master", 1), ("ps", 1)], None),
+    ("no-task-annotation-is-default", [], hccl_pod(None, "0"), [("master", 1)], None),
+    ("default-flags-miss-custom-tasks", [], hccl_pod("custom-master", "0"), [("custom-master", 1)], None),
+    ("no-index-left-alone", [], hccl_pod("worker", None), [("master", 1), ("worker", 1)], None),
+]
+
+
+@pytest.mark.parametrize(("args", "pod", "tasks", "want"), [c[1:] for c in HCCL], ids=[c[0] for c in HCCL])
+def test_hcclrank_annotation(args: list[str], pod: dict[str, Any], tasks: list, want: str | None) -> None:
+    hcclrank.HcclrankPlugin(args).on_pod_create(pod, job(*tasks) if tasks else job(("worker", 1)))
+    assert (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex") == want
+
+
+def test_hcclrank_without_a_job_does_nothing() -> None:
+    pod = hccl_pod("master", "0")
+    hcclrank.HcclrankPlugin().on_pod_create(pod, {})
+    assert "hccl/rankIndex" not in pod["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(("containers", "want"), [
+    ([{"name": "c1", "env": [{"name": "RANK", "value": "0"}, {"name": "OTHER", "value": "v"}]}], "0"),
+    ([{"name": "c1", "env": [{"name": "OTHER", "value": "v"}]}, {"name": "c2", "env": [{"name": "RANK", "value": "1"}]}],
+     "1"),
+    ([{"name": "c1", "env": [{"name": "OTHER", "value": "v"}]}], ""),
+    ([], ""),
+    ([{"name": "c1", "env": [{"name": "RANK", "value": "first"}]}, {"name": "c2", "env": [{"name": "RANK",
+                                                                                            "value": "second"}]}],
+     "first"),
+], ids=["first-container", "second-container", "not-found", "no-containers", "first-occurrence-wins"])
+def test_hcclrank_env_value(containers: list, want: str) -> None:
+    assert hcclrank.env_value({"spec": {"containers": containers}}, "RANK") == want
+
+
+def test_hcclrank_on_the_pods_the_job_reconciler_builds() -> None:
+    """Through `_job_pods.build_pod`: ranks 0..n-1 over master then worker pods, in task-index order."""
+    j = job(("master", 2), ("worker", 3), plugins={"hcclrank": []})
+    plugin = jobplugins.build(j["spec"]["plugins"])[0]
+    ranks = []
+    for task, count in (("master", 2), ("worker", 3)):
+        for i in range(count):
+            p = pod_of(j, task, i)
+            plugin.on_pod_create(p, j)
+            ranks.append(p["metadata"]["annotations"]["hccl/rankIndex"])
+    assert ranks == ["0", "1", "2", "3", "4"]
