@@ -468,3 +468,11 @@ def test_the_pipelines_page_example_runs_to_succeed() -> None:
         set_phase(ctx, job, "Completed")
     step()
     assert flow(ctx, "pipeline")["status"]["state"]["phase"] == "Succeed"
+
+
+def test_metrics_label_every_reconciled_kind() -> None:
+    """A JobFlow or JobTemplate reconcile is labelled with its kind, not `other`."""
+    from lahar.controllers import metrics, reconcilers
+
+    assert set(reconcilers.RECONCILERS) == metrics.KINDS
+    assert metrics.kind_label("JobFlow") == "JobFlow" and metrics.kind_label("JobTemplate") == "JobTemplate"
