@@ -32,6 +32,8 @@ _TYPES: dict[str, tuple[str, str, str]] = {
     "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
     "queues": ("scheduling.volcano.sh", "v1beta1", "queues"),
     "commands": ("bus.volcano.sh", "v1alpha1", "commands"),
+    "jobflows": ("flow.volcano.sh", "v1alpha1", "jobflows"),
+    "jobtemplates": ("flow.volcano.sh", "v1alpha1", "jobtemplates"),
 }
 
 

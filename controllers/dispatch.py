@@ -29,7 +29,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod")
+KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "JobFlow", "JobTemplate")
 # kind → (group, version, plural) of what the dispatcher watches and the resync lists
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
@@ -38,6 +38,8 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "CronJob": ("batch.volcano.sh", "v1alpha1", "cronjobs"),
     "Command": ("bus.volcano.sh", "v1alpha1", "commands"),
     "Pod": ("", "v1", "pods"),
+    "JobFlow": ("flow.volcano.sh", "v1alpha1", "jobflows"),
+    "JobTemplate": ("flow.volcano.sh", "v1alpha1", "jobtemplates"),
 }
 # keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist
 ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"))
@@ -250,10 +252,28 @@ def _route_job(event: str, job: Obj, old: Obj | None) -> list[Work]:
     cron = _controller_ref(job, "CronJob", "batch.volcano.sh")
     if cron and phase_changed:
         out.append(Work(Key("CronJob", ns, cron)))
+    flow = _controller_ref(job, "JobFlow", "flow.volcano.sh")
+    if flow and phase_changed:  # a step's Job started, finished or went away: its flow may move on
+        out.append(Work(Key("JobFlow", ns, flow)))
+    template = _created_by(job, labels.CREATED_BY_JOB_TEMPLATE_KEY)
+    if template and event in (ADDED, RESYNC):
+        out.append(Work(Key("JobTemplate", *template)))
     if (event != DELETED and _job_phase(job) in FINISHED
             and (job.get("spec") or {}).get("ttlSecondsAfterFinished") is not None and (phase_changed or event == RESYNC)):
         out.append(Work(Key("GC", ns, name)))
     return out
+
+
+def _created_by(job: Obj, key: str) -> tuple[str, str] | None:
+    """The (namespace, name) of a `<namespace>.<name>` createdBy label, as Volcano splits it (exactly one dot)."""
+    parts = str((_meta(job).get("labels") or {}).get(key) or "").split(".")
+    return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
+
+
+def _flow_signature(flow: Obj | None) -> tuple[Any, ...]:
+    """A JobFlow's spec and phase; its own status writes that keep the phase are not routed back to it."""
+    return (_meta(flow).get("generation"), _meta(flow).get("deletionTimestamp"),
+            (((flow or {}).get("status") or {}).get("state") or {}).get("phase"))
 
 
 def _route_queue(event: str, queue: Obj, old: Obj | None) -> list[Work]:
@@ -289,4 +309,11 @@ def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: 
         return [Work(Key("CronJob", meta.get("namespace") or "default", meta.get("name")))]
     if kind == "Command":
         return [] if event == DELETED else [Work(Key("Command", meta.get("namespace") or "default", meta.get("name")))]
+    if kind == "JobFlow":
+        if event == DELETED or (event == MODIFIED and _flow_signature(old) == _flow_signature(obj)):
+            return []
+        return [Work(Key("JobFlow", meta.get("namespace") or "default", meta.get("name")))]
+    if kind == "JobTemplate":
+        return [] if event == DELETED else [Work(Key("JobTemplate", meta.get("namespace") or "default",
+                                                     meta.get("name")))]
     raise ValueError(f"no routing for kind {kind!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from lahar.controllers import commands, cronjobs, gc, jobs, podgroups, queues
+from lahar.controllers import commands, cronjobs, gc, jobflows, jobs, jobtemplates, podgroups, queues
 from lahar.controllers.context import Context, PermanentError, Result
 
 __all__ = ["RECONCILERS", "Reconciler", "reconcile"]
@@ -23,6 +23,8 @@ RECONCILERS: Mapping[str, Reconciler] = MappingProxyType({
     "CronJob": cronjobs.reconcile,
     "Command": commands.reconcile,
     "GC": gc.reconcile,
+    "JobFlow": jobflows.reconcile,
+    "JobTemplate": jobtemplates.reconcile,
 })
 
 

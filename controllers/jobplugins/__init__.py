@@ -1,5 +1,5 @@
 """Job plugins (Volcano `pkg/controllers/job/plugins`, spec/volcano.md §2.5): `env`, `svc`, `ssh`, `pytorch`, `mpi`,
-`tensorflow`, named in a Job's `spec.plugins` with Go-flag style arguments.
+`tensorflow`, `hcclrank`, `ray`, named in a Job's `spec.plugins` with Go-flag style arguments.
 
 The job reconciler calls `on_job_add` (first sync), `on_job_update` (later syncs), `on_pod_create` (each new pod,
 mutating the pod dict in place) and `on_job_delete` (every KillJob). Plugins record what they own in
@@ -145,10 +145,11 @@ def b64(data: bytes | str) -> str:
 
 def in_tree_registry() -> dict[str, type[JobPlugin]]:
     """name → plugin class for every built-in plugin (a fresh dict per call)."""
-    from lahar.controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
+    from lahar.controllers.jobplugins import env, hcclrank, mpi, pytorch, ray, ssh, svc, tensorflow
 
     classes: list[type[JobPlugin]] = [env.EnvPlugin, svc.SvcPlugin, ssh.SshPlugin, pytorch.PytorchPlugin,
-                                      mpi.MpiPlugin, tensorflow.TensorflowPlugin]
+                                      mpi.MpiPlugin, tensorflow.TensorflowPlugin, hcclrank.HcclrankPlugin,
+                                      ray.RayPlugin]
     registry: dict[str, type[JobPlugin]] = {}
     for cls in classes:
         if cls.name in registry:

@@ -4,14 +4,15 @@ One `lahar up --profile mixed --nodes 6 --sim-default-duration 2s` for the modul
 webhook, dispatch, worker, scheduler, beat, Flower as real processes). Every manifest Volcano accepts is applied
 unchanged (queues first, then the rest in parallel), each example folder into a namespace of its own because names
 repeat across folders; the `invalid_jobs/` ones are denied with Volcano's messages (spec/volcano.md §4.2); then one
-poll waits until every Volcano Job reaches the phase Volcano would give it and every ReplicaSet / Deployment has its
-pods placed. What lahar does not do is named in the tables below and listed in docs/compatibility.md
+poll waits until every Volcano Job reaches the phase Volcano would give it, every JobFlow Succeeded and every
+ReplicaSet / Deployment has its pods placed. What lahar does not do is named in the tables below and listed in docs/compatibility.md
 ("Known gaps: Volcano's examples").
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -75,21 +76,16 @@ JOB_PHASE = {
 }
 
 # Volcano Jobs accepted but not run by lahar: (file, job) → gap (docs/compatibility.md).
-JOB_GAPS = {
-    ("integrations/ray/ray-example.yaml", "ray-cluster-job"):
-        "the ray job plugin is not implemented: the Job is accepted, gets a PluginError Event and no pods",
-}
+JOB_GAPS: dict[tuple[str, str], str] = {}
 
 # Accepted and stored, but nothing in lahar acts on them (docs/compatibility.md).
 INERT_KINDS = {
-    "JobFlow": "no JobFlow controller",
-    "JobTemplate": "no JobFlow controller",
     "ConfigMap": "no sharding controller reads volcano-sharding-configmap",
     "CronJob": "runs on its schedule (every 5 minutes): only admission is checked here",
 }
 
 # the topics docs/compatibility.md's known gaps must name
-DOCUMENTED_GAPS = ("Argo", "SparkApplication", "JobFlow", "JobTemplate", "sharding", "ray", "v1beta1 PriorityClass")
+DOCUMENTED_GAPS = ("Argo", "SparkApplication", "sharding", "v1beta1 PriorityClass")
 
 SETTLE_TIMEOUT = 180.0  # returns as soon as everything settled; the slack is for a loaded machine
 
@@ -98,6 +94,7 @@ def _rel(path: Path) -> str:
     return path.relative_to(EXAMPLES).as_posix()
 
 
+@functools.cache
 def _files() -> list[str]:
     return sorted(_rel(p) for p in EXAMPLES.rglob("*.yaml")) if EXAMPLES.is_dir() else []
 
@@ -106,6 +103,7 @@ def _skip_reason(rel: str) -> str | None:
     return next((why for prefix, why in SKIPPED.items() if rel.startswith(prefix)), None)
 
 
+@functools.cache  # read-only: every check and every poll looks the manifests up again
 def _docs(rel: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((EXAMPLES / rel).read_text()) if isinstance(d, dict)]
 
@@ -117,6 +115,11 @@ def _accepted_files() -> list[str]:
 def _vcjobs() -> list[tuple[str, str]]:
     return [(f, d["metadata"]["name"]) for f in _accepted_files() for d in _docs(f)
             if d.get("kind") == "Job" and str(d.get("apiVersion", "")).startswith("batch.volcano.sh/")]
+
+
+def _jobflows() -> list[tuple[str, str]]:
+    return [(f, d["metadata"]["name"]) for f in _accepted_files() for d in _docs(f)
+            if d.get("kind") == "JobFlow" and str(d.get("apiVersion", "")).startswith("flow.volcano.sh/")]
 
 
 def _workloads() -> list[tuple[str, str, str]]:
@@ -150,6 +153,7 @@ class Corpus:
     info: dict[str, Any] = field(default_factory=dict)
     applied: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
     jobs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)      # (namespace, name) → Job
+    flows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)     # (namespace, name) → JobFlow
     pods: list[dict[str, Any]] = field(default_factory=list)
     podgroups: list[dict[str, Any]] = field(default_factory=list)
     replicasets: list[dict[str, Any]] = field(default_factory=list)
@@ -239,10 +243,14 @@ class Corpus:
         expected = {(namespace_of(f), name): JOB_PHASE.get((f, name), ("Completed", ""))[0]
                     for f, name in _vcjobs() if (f, name) not in JOB_GAPS}
         workloads = _workloads()
+        flows = [(namespace_of(f), name) for f, name in _jobflows()]
 
         def done() -> bool:
             self.jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.items("vcjob")}
             if any(_phase(self.jobs.get(key)) != phase for key, phase in expected.items()):
+                return False
+            self.flows = {(f["metadata"]["namespace"], f["metadata"]["name"]): f for f in self.items("jobflows")}
+            if any(_phase(self.flows.get(key)) != "Succeed" for key in flows):
                 return False
             self.pods, self.replicasets = self.items("pods"), self.items("replicasets")
             return all(_workload_settled(self, f, kind, name) for f, kind, name in workloads)
@@ -252,6 +260,7 @@ class Corpus:
         except AssertionError as e:
             self.settle_error = str(e)[:2000]
         self.jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.items("vcjob")}
+        self.flows = {(f["metadata"]["namespace"], f["metadata"]["name"]): f for f in self.items("jobflows")}
         self.pods, self.replicasets = self.items("pods"), self.items("replicasets")
         self.podgroups, self.nodes, self.events = self.items("podgroups"), self.items("nodes"), self.items("events")
 
@@ -354,6 +363,15 @@ def check_job_runs_on_the_simulated_nodes(c: Corpus, rel: str, name: str) -> Non
     assert phases == ({"Succeeded"} if want == "Completed" else {"Running"}), phases
 
 
+def check_jobflow_succeeds(c: Corpus, rel: str, name: str) -> None:
+    """The jobflow controller runs each step's Job from its JobTemplate, in dependency order, to Succeed."""
+    flow = c.flows.get((namespace_of(rel), name))
+    assert flow is not None, f"{namespace_of(rel)}/{name} is missing"
+    assert _phase(flow) == "Succeed", f"{_phase(flow)}; {c.settle_error}\n{flow.get('status')}"
+    steps = [f"{name}-{s['name']}" for s in _doc(rel, "JobFlow", name)["spec"]["flows"]]
+    assert sorted(flow["status"].get("completedJobs") or []) == sorted(steps), flow["status"]
+
+
 def check_workload_pods_placed(c: Corpus, rel: str, kind: str, name: str) -> None:
     doc = _doc(rel, kind, name)
     template = doc["spec"]["template"]
@@ -399,6 +417,7 @@ def test_volcano_examples_end_to_end(tmp_path: Path) -> None:
             *((f"refused {f}", lambda f=f: check_refused_by_kubernetes(c, f)) for f in sorted(REFUSED_BY_KUBERNETES)),
             *((f"job {f}:{n}", lambda f=f, n=n: check_job_runs_on_the_simulated_nodes(c, f, n))
               for f, n in _vcjobs()),
+            *((f"jobflow {f}:{n}", lambda f=f, n=n: check_jobflow_succeeds(c, f, n)) for f, n in _jobflows()),
             *((f"{k} {f}:{n}", lambda f=f, k=k, n=n: check_workload_pods_placed(c, f, k, n))
               for f, k, n in _workloads()),
         ]

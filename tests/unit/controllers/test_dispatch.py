@@ -207,3 +207,46 @@ def test_unknown_kind_is_an_error() -> None:
 ], ids=["owner-ref", "annotation", "not-a-job"])
 def test_job_of(pod, want) -> None:
     assert dispatch.job_of(pod) == want
+
+
+def flow_job(phase: str = "Running", *, template: str | None = "ns.a") -> dict:
+    """A Job a JobFlow made: controller ref to the flow, the createdBy labels (Volcano's jobflow controller)."""
+    labels = {"volcano.sh/createdByJobFlow": "ns.f"}
+    if template is not None:
+        labels["volcano.sh/createdByJobTemplate"] = template
+    return {"metadata": {"name": "f-a", "namespace": "ns", "generation": 1, "labels": labels, "ownerReferences": [
+        {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow", "name": "f", "uid": "u", "controller": True}]},
+        "status": {"state": {"phase": phase}}}
+
+
+def jobflow(phase: str | None = None, generation: int = 1) -> dict:
+    return {"metadata": {"name": "f", "namespace": "ns", "generation": generation},
+            "status": {"state": {"phase": phase}} if phase else {}}
+
+
+FJ, FLOW, TEMPLATE = Key("Job", "ns", "f-a"), Key("JobFlow", "ns", "f"), Key("JobTemplate", "ns", "a")
+FLOW_CASES = [
+    ("step-job-added-wakes-flow-and-template", "Job", ADDED, flow_job("Pending"), None,
+     [Work(FJ), Work(FLOW), Work(TEMPLATE)]),
+    ("step-job-phase-change-wakes-flow", "Job", MODIFIED, flow_job("Completed"), flow_job("Running"),
+     [Work(FJ), Work(FLOW)]),
+    ("step-job-counters-only-wake-nobody", "Job", MODIFIED, flow_job("Running"), flow_job("Running"), []),
+    ("step-job-deleted-wakes-flow", "Job", DELETED, flow_job("Completed"), None, [Work(FJ), Work(FLOW)]),
+    ("step-job-resync-reaches-flow-and-template", "Job", RESYNC, flow_job("Running"), None,
+     [Work(FJ), Work(FLOW), Work(TEMPLATE)]),
+    ("template-label-needs-one-dot", "Job", ADDED, flow_job("Pending", template="a"), None, [Work(FJ), Work(FLOW)]),
+    ("jobflow-added", "JobFlow", ADDED, jobflow(), None, [Work(FLOW)]),
+    ("jobflow-phase-changed", "JobFlow", MODIFIED, jobflow("Succeed"), jobflow("Running"), [Work(FLOW)]),
+    ("jobflow-spec-changed", "JobFlow", MODIFIED, jobflow("Running", 2), jobflow("Running"), [Work(FLOW)]),
+    ("jobflow-own-status-write", "JobFlow", MODIFIED, jobflow("Running"), jobflow("Running"), []),
+    ("jobflow-deleted", "JobFlow", DELETED, jobflow("Running"), None, []),
+    ("jobtemplate-added", "JobTemplate", ADDED, {"metadata": {"name": "a", "namespace": "ns"}}, None,
+     [Work(TEMPLATE)]),
+    ("jobtemplate-deleted", "JobTemplate", DELETED, {"metadata": {"name": "a", "namespace": "ns"}}, None, []),
+]
+
+
+@pytest.mark.parametrize(("kind", "event", "obj", "old", "want"), [c[1:] for c in FLOW_CASES],
+                         ids=[c[0] for c in FLOW_CASES])
+def test_jobflow_routes(kind, event, obj, old, want) -> None:
+    assert dispatch.route(kind, event, obj, old) == want

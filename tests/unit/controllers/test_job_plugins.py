@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from lahar.controllers import _job_pods, jobplugins
-from lahar.controllers.jobplugins import env, mpi, pytorch, ssh, svc, tensorflow
+from lahar.controllers.jobplugins import env, hcclrank, mpi, pytorch, ray, ssh, svc, tensorflow
 from lahar.kube.apiserver.memory import MemoryClient
 from tests.builders import container, pod_template, task, vcjob
 
@@ -48,10 +48,11 @@ def test_go_flag_parsing(name: str, args: list[str], want: dict[str, Any]) -> No
 
 
 def test_registry_and_unknown_plugin() -> None:
-    assert sorted(jobplugins.in_tree_registry()) == ["env", "mpi", "pytorch", "ssh", "svc", "tensorflow"]
+    assert sorted(jobplugins.in_tree_registry()) == ["env", "hcclrank", "mpi", "pytorch", "ray", "ssh", "svc",
+                                                     "tensorflow"]
     assert [p.name for p in jobplugins.build({"svc": [], "env": None})] == ["env", "svc"]
     with pytest.raises(jobplugins.UnknownPlugin):
-        jobplugins.build({"ray": []})
+        jobplugins.build({"horovod": []})
 
 
 def test_env_plugin_sets_both_index_variables() -> None:
@@ -238,3 +239,160 @@ def test_simple_plugins_book_their_resource() -> None:
         cls([]).on_job_add({}, status, None)  # type: ignore[arg-type]
     assert status["controlledResources"] == {"plugin-env": "env", "plugin-pytorch": "pytorch", "plugin-mpi": "mpi",
                                              "plugin-tensorflow": "tensorflow"}
+
+
+# --- hcclrank (hcclrank_test.go's cases) ------------------------------------------------------------------------
+
+
+def hccl_pod(task: str | None, index: str | None, *, annotations: dict[str, str] | None = None,
+             containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    ann = dict(annotations or {})
+    if task is not None:
+        ann["volcano.sh/task-spec"] = task
+    meta: dict[str, Any] = {"name": "test-pod", "annotations": ann}
+    if index is not None:
+        meta["labels"] = {"volcano.sh/task-index": index}
+    return {"metadata": meta, "spec": {"containers": containers or [{"name": "c"}]}}
+
+
+def rank_env(value: str) -> list[dict[str, Any]]:
+    return [{"name": "container1", "env": [{"name": "OTHER", "value": "x"}, {"name": "RANK", "value": value}]}]
+
+
+HCCL = [
+    # (id, args, pod, tasks (name, replicas), want annotation or None)
+    ("keeps-an-existing-rank", [], hccl_pod("worker", "0", annotations={"hccl/rankIndex": "1"}), [], "1"),
+    ("uses-the-rank-env", [], hccl_pod(None, None, containers=rank_env("5")), [], "5"),
+    ("master-rank-is-its-index", [], hccl_pod("master", "2"), [("master", 3), ("worker", 2)], "2"),
+    ("worker-rank-follows-the-masters", [], hccl_pod("worker", "1"), [("master", 2), ("worker", 3)], "3"),
+    ("custom-master", ["--master", "custom-master", "--worker", "custom-worker"], hccl_pod("custom-master", "3"),
+     [("custom-master", 5), ("custom-worker", 3)], "3"),
+    ("custom-worker", ["--master=custom-master", "--worker=custom-worker"], hccl_pod("custom-worker", "2"),
+     [("custom-master", 4), ("custom-worker", 3)], "6"),
+    ("zero-master-replicas", [], hccl_pod("worker", "0"), [("master", 0), ("worker", 2)], "0"),
+    ("master-index-five", [], hccl_pod("master", "5"), [("master", 10), ("worker", 5)], "5"),
+    ("other-task-left-alone", [], hccl_pod("ps", "0"), [("master", 1), ("ps", 1)], None),
+    ("no-task-annotation-is-default", [], hccl_pod(None, "0"), [("master", 1)], None),
+    ("default-flags-miss-custom-tasks", [], hccl_pod("custom-master", "0"), [("custom-master", 1)], None),
+    ("no-index-left-alone", [], hccl_pod("worker", None), [("master", 1), ("worker", 1)], None),
+]
+
+
+@pytest.mark.parametrize(("args", "pod", "tasks", "want"), [c[1:] for c in HCCL], ids=[c[0] for c in HCCL])
+def test_hcclrank_annotation(args: list[str], pod: dict[str, Any], tasks: list, want: str | None) -> None:
+    hcclrank.HcclrankPlugin(args).on_pod_create(pod, job(*tasks) if tasks else job(("worker", 1)))
+    assert (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex") == want
+
+
+def test_hcclrank_without_a_job_does_nothing() -> None:
+    pod = hccl_pod("master", "0")
+    hcclrank.HcclrankPlugin().on_pod_create(pod, {})
+    assert "hccl/rankIndex" not in pod["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(("containers", "want"), [
+    ([{"name": "c1", "env": [{"name": "RANK", "value": "0"}, {"name": "OTHER", "value": "v"}]}], "0"),
+    ([{"name": "c1", "env": [{"name": "OTHER", "value": "v"}]}, {"name": "c2", "env": [{"name": "RANK", "value": "1"}]}],
+     "1"),
+    ([{"name": "c1", "env": [{"name": "OTHER", "value": "v"}]}], ""),
+    ([], ""),
+    ([{"name": "c1", "env": [{"name": "RANK", "value": "first"}]}, {"name": "c2", "env": [{"name": "RANK",
+                                                                                            "value": "second"}]}],
+     "first"),
+], ids=["first-container", "second-container", "not-found", "no-containers", "first-occurrence-wins"])
+def test_hcclrank_env_value(containers: list, want: str) -> None:
+    assert hcclrank.env_value({"spec": {"containers": containers}}, "RANK") == want
+
+
+def test_hcclrank_on_the_pods_the_job_reconciler_builds() -> None:
+    """Through `_job_pods.build_pod`: ranks 0..n-1 over master then worker pods, in task-index order."""
+    j = job(("master", 2), ("worker", 3), plugins={"hcclrank": []})
+    plugin = jobplugins.build(j["spec"]["plugins"])[0]
+    ranks = []
+    for name, count in (("master", 2), ("worker", 3)):
+        for i in range(count):
+            p = pod_of(j, name, i)
+            plugin.on_pod_create(p, j)
+            ranks.append(p["metadata"]["annotations"]["hccl/rankIndex"])
+    assert ranks == ["0", "1", "2", "3", "4"]
+
+
+# --- ray (ray_test.go's cases) ------------------------------------------------------------------------------------
+
+HEAD_CMD = ("ray start --head --block --dashboard-host=0.0.0.0 --port={} --dashboard-port={} "
+            "--ray-client-server-port={}")
+RAY = [
+    # (id, args, tasks, pod task, container, want command, want ports (name, number))
+    ("custom-ports-and-head", ["--port=1234", "--dashboardPort=3456", "--clientPort=4567", "--head=test-head"],
+     [("test-head", 1)], "test-head", "head", HEAD_CMD.format(1234, 3456, 4567),
+     [("gcs", 1234), ("dashboard", 3456), ("client-server", 4567)]),
+    ("default-head", [], [("head", 1), ("worker", 2)], "head", "head", HEAD_CMD.format(6379, 8265, 10001),
+     [("gcs", 6379), ("dashboard", 8265), ("client-server", 10001)]),
+    ("worker-joins-head-pod-0", [], [("head", 1), ("worker", 2)], "worker", "worker",
+     "ray start --block --address=rj-head-0.rj:6379", []),
+    ("custom-worker-container", ["--worker=w", "--workerContainer=main", "--port=7000"], [("head", 1), ("w", 1)],
+     "w", "main", "ray start --block --address=rj-head-0.rj:7000", []),
+    ("other-container-untouched", [], [("head", 1), ("worker", 1)], "worker", "sidecar", None, []),
+    ("other-task-untouched", [], [("head", 1), ("ps", 1)], "ps", "ps", None, []),
+]
+
+
+@pytest.mark.parametrize(("args", "tasks", "task", "container", "command", "ports"), [c[1:] for c in RAY],
+                         ids=[c[0] for c in RAY])
+def test_ray_pod(args: list[str], tasks: list, task: str, container: str, command: str | None,
+                 ports: list) -> None:
+    j = job(*tasks, name="rj", plugins={"ray": args})
+    p = {"metadata": {"name": f"rj-{task}-0", "annotations": {"volcano.sh/task-spec": task}},
+         "spec": {"containers": [{"name": container}]}}
+    ray.RayPlugin(args).on_pod_create(p, j)
+    c = p["spec"]["containers"][0]
+    assert c.get("command") == (None if command is None else ["sh", "-c", command])
+    assert [(q["name"], q["containerPort"]) for q in c.get("ports") or ()] == ports
+
+
+def test_ray_head_keeps_the_ports_it_already_has() -> None:
+    j = job(("head", 1), name="rj")
+    p = {"metadata": {"name": "rj-head-0", "annotations": {"volcano.sh/task-spec": "head"}},
+         "spec": {"containers": [{"name": "head", "ports": [{"name": "redis", "containerPort": 6379}]}]}}
+    ray.RayPlugin().on_pod_create(p, j)
+    assert [(q["name"], q["containerPort"]) for q in p["spec"]["containers"][0]["ports"]] == [
+        ("redis", 6379), ("dashboard", 8265), ("client-server", 10001)]
+
+
+def test_ray_head_address_honours_hostname_and_subdomain() -> None:
+    j = job(("head", 1), ("worker", 1), name="rj")
+    j["spec"]["tasks"][0]["template"]["spec"].update(hostname="ray-head", subdomain="raynet")
+    p = {"metadata": {"name": "rj-worker-0", "annotations": {"volcano.sh/task-spec": "worker"}},
+         "spec": {"containers": [{"name": "worker"}]}}
+    ray.RayPlugin().on_pod_create(p, j)
+    assert p["spec"]["containers"][0]["command"] == ["sh", "-c", "ray start --block --address=ray-head.raynet:6379"]
+
+
+def test_ray_head_service_created_once_and_deleted() -> None:
+    client = MemoryClient()
+    children = jobplugins.Children(client)
+    j = job(("head", 1), ("worker", 2), name="rj")
+    status: dict[str, Any] = {}
+    plugin = ray.RayPlugin(["--port=1234"])
+    plugin.on_job_add(j, status, children)
+    plugin.on_job_add(j, status, children)
+    svc_obj = children.get("v1", "Service", "default", "rj-head-svc")
+    assert svc_obj is not None and status["controlledResources"] == {"plugin-ray": "ray"}
+    assert svc_obj["spec"]["selector"] == {"volcano.sh/job-name": "rj", "volcano.sh/job-namespace": "default",
+                                           "volcano.sh/task-spec": "head"}
+    assert [(q["name"], q["port"], q["targetPort"]) for q in svc_obj["spec"]["ports"]] == [
+        ("gcs", 1234, "gcs"), ("dashboard", 8265, "dashboard"), ("client-server", 10001, "client-server")]
+    assert svc_obj["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    plugin.on_job_delete(j, status, children)
+    assert children.get("v1", "Service", "default", "rj-head-svc") is None
+    assert "plugin-ray" not in status["controlledResources"]
+
+
+def test_ray_without_its_head_task_is_a_plugin_error() -> None:
+    j = job(("worker", 2), name="rj")
+    with pytest.raises(LookupError, match="job rj doesn't have head task head"):
+        ray.RayPlugin().on_job_add(j, {}, jobplugins.Children(MemoryClient()))
+    p = {"metadata": {"name": "rj-worker-0", "annotations": {"volcano.sh/task-spec": "worker"}},
+         "spec": {"containers": [{"name": "worker"}]}}
+    ray.RayPlugin().on_pod_create(p, j)
+    assert "command" not in p["spec"]["containers"][0]

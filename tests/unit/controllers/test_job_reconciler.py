@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lahar.controllers import jobs
-from lahar.controllers.context import Context, MemoryInbox, MemoryTimers, PermanentError
+from lahar.controllers.context import Context, MemoryInbox, MemoryTimers, PermanentError, TemporaryError
 from lahar.kube import errors
 from lahar.kube.apiserver.memory import MemoryClient
 from lahar.kube.apiserver.store import Store
@@ -366,6 +366,15 @@ def test_unknown_plugin_is_permanent(world: World) -> None:
     with pytest.raises(PermanentError):
         world.reconcile()
     assert ("PluginError", "Execute plugin when job add failed, err: failed to get plugin nope") in world.events()
+
+
+def test_ray_job_without_head_task_is_a_plugin_error_and_gets_no_pods(world: World) -> None:
+    world.submit(vcjob(plugins={"ray": []}))
+    with pytest.raises(TemporaryError):
+        world.reconcile()
+    assert ("PluginError", "Execute plugin when job add failed, err: job job1 doesn't have head task head") \
+        in world.events()
+    assert world.pods() == []
 
 
 def test_status_write_conflict_raises(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

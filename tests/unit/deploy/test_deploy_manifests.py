@@ -281,6 +281,11 @@ RBAC = [
     ("worker", "create", "jobs", S, None, None, True),
     ("worker", "update", "leases", "coordination.k8s.io", None, None, False),  # leases live in Redis
     ("worker", "list", "replicasets", "apps", None, None, True),
+    ("worker", "update", "jobflows/status", "flow.volcano.sh", None, None, True),
+    ("worker", "update", "jobtemplates/status", "flow.volcano.sh", None, None, True),
+    ("worker", "list", "jobtemplates", "flow.volcano.sh", None, None, True),
+    ("worker", "update", "jobflows", "flow.volcano.sh", None, None, False),
+    ("dispatch", "watch", "jobflows", "flow.volcano.sh", None, None, True),
     ("worker", "create", "pods/binding", "", None, None, False),
     ("worker", "list", "nodes", "", None, None, False),
     ("scheduler", "create", "pods/binding", "", None, None, True),

@@ -261,7 +261,6 @@ def test_committed_hypernode_lands_on_the_podgroup_and_restarted_pods_return_to_
     """Through the cluster client: the session writes the annotation; a pod recreated later (RestartPod keeps the
     PodGroup) goes back under the recorded HyperNode although the other rack has more room."""
     from lahar.kube.apiserver.memory import MemoryClient
-
     from lahar.scheduler.session import run_once
 
     client = MemoryClient.with_crds()

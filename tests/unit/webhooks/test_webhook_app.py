@@ -302,7 +302,7 @@ def test_default_routes_cover_volcanos_paths():
     table = routes.default_routes()
     assert sorted(table) == sorted(["/jobs/mutate", "/jobs/validate", "/pods/mutate", "/pods/validate",
                                     "/queues/mutate", "/queues/validate", "/podgroups/mutate",
-                                    "/podgroups/validate", "/cronjobs/validate"])
+                                    "/podgroups/validate", "/cronjobs/validate", "/jobflows/validate"])
     assert table["/queues/validate"].operations == {"CREATE", "UPDATE", "DELETE"}
     assert table["/jobs/mutate"].mutating and not table["/jobs/validate"].mutating
     assert (table["/pods/mutate"].group, table["/pods/mutate"].resource) == ("", "pods")
