@@ -22,7 +22,7 @@ from typing import Any
 
 import jsonpatch
 
-from lahar.webhooks import configmaps, cronjobs, jobs, podgroups, pods, queues
+from lahar.webhooks import configmaps, cronjobs, hypernodes, jobs, podgroups, pods, queues
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict, request_for
 
@@ -45,6 +45,7 @@ Handler = Callable[[Request, Lookups, Any], Verdict]
 
 VOLCANO_BATCH = "batch.volcano.sh"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh"
+VOLCANO_TOPOLOGY = "topology.volcano.sh"
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ _TABLE: tuple[tuple[str, Handler, str, str, str, tuple[str, ...]], ...] = (
     ("/podgroups/validate", podgroups.validate, VOLCANO_SCHEDULING, "v1beta1", "podgroups",
      ("CREATE", "UPDATE")),  # Volcano: CREATE; lahar's minMember checks also guard updates
     ("/cronjobs/validate", cronjobs.validate, VOLCANO_BATCH, "v1alpha1", "cronjobs", ("CREATE", "UPDATE")),
+    ("/hypernodes/validate", hypernodes.validate, VOLCANO_TOPOLOGY, "v1alpha1", "hypernodes", ("CREATE", "UPDATE")),
 )
 
 # resource (plural) → (mutating paths, validating paths), in the order the API server would call them
@@ -87,6 +89,7 @@ CHAINS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "queues": (("/queues/mutate",), ("/queues/validate",)),
     "podgroups": (("/podgroups/mutate",), ("/podgroups/validate",)),
     "cronjobs": ((), ("/cronjobs/validate",)),
+    "hypernodes": ((), ("/hypernodes/validate",)),
 }
 
 
@@ -128,8 +131,9 @@ def resource_for(api_version: str, kind: str, routes: Mapping[str, Route] | None
     return None
 
 
-_CLUSTER_SCOPED = frozenset({"queues"})
-_KINDS = {"jobs": "Job", "pods": "Pod", "queues": "Queue", "podgroups": "PodGroup", "cronjobs": "CronJob"}
+_CLUSTER_SCOPED = frozenset({"queues", "hypernodes"})
+_KINDS = {"jobs": "Job", "pods": "Pod", "queues": "Queue", "podgroups": "PodGroup", "cronjobs": "CronJob",
+          "hypernodes": "HyperNode"}
 
 
 def admit(route: Route, req: Request, lookups: Lookups, config: Any) -> tuple[Verdict, str]:

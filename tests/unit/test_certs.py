@@ -164,6 +164,7 @@ VOLCANO_HOOKS = {
     "validatepodgroup.volcano.sh": ("/podgroups/validate", "scheduling.volcano.sh", "podgroups",
                                     ["CREATE", "UPDATE"]),
     "validatecronjob.volcano.sh": ("/cronjobs/validate", "batch.volcano.sh", "cronjobs", ["CREATE", "UPDATE"]),
+    "validatehypernode.volcano.sh": ("/hypernodes/validate", "topology.volcano.sh", "hypernodes", ["CREATE", "UPDATE"]),
 }
 
 
