@@ -18,6 +18,7 @@ from lahar.kube.models import labels
 
 __all__ = [
     "ALWAYS",
+    "HYPERNODE_TREE",
     "KINDS",
     "RESOURCES",
     "Work",
@@ -29,7 +30,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod")
+KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "Node", "HyperNode")
 # kind → (group, version, plural) of what the dispatcher watches and the resync lists
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
@@ -38,9 +39,14 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "CronJob": ("batch.volcano.sh", "v1alpha1", "cronjobs"),
     "Command": ("bus.volcano.sh", "v1alpha1", "commands"),
     "Pod": ("", "v1", "pods"),
+    "Node": ("", "v1", "nodes"),
+    "HyperNode": ("topology.volcano.sh", "v1alpha1", "hypernodes"),
 }
-# keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist
-ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"))
+# the hypernode controller's one key: the whole tree is discovered and its statuses written at once
+HYPERNODE_TREE = Key("HyperNodeTree", "", "discovery")
+# keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist; the
+# HyperNode tree also follows its ConfigMap, which is not watched
+ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"), HYPERNODE_TREE)
 FINISHED = frozenset({"Completed", "Failed", "Terminated"})
 
 ADDED, MODIFIED, DELETED, RESYNC = "ADDED", "MODIFIED", "DELETED", "RESYNC"
@@ -269,6 +275,17 @@ def _queue_state(queue: Obj | None) -> tuple[Any, ...]:
     return (((queue or {}).get("status") or {}).get("state"), ((queue or {}).get("spec") or {}).get("parent"))
 
 
+def _route_topology(kind: str, event: str, obj: Obj, old: Obj | None) -> list[Work]:
+    """Nodes and HyperNodes feed the HyperNode tree: joins, leaves and label changes of a Node; any change of a
+    HyperNode but its status (the controller's own status writes would otherwise come back to it)."""
+    if event == MODIFIED:
+        before, after = _meta(old), _meta(obj)
+        if before.get("labels") == after.get("labels") and (
+                kind == "Node" or before.get("generation") == after.get("generation")):
+            return []
+    return [Work(HYPERNODE_TREE)]
+
+
 def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: Sequence[Obj] = (),
           job: Obj | None = None, scheduler_names: Iterable[str] = ("volcano",)) -> list[Work]:
     """Keys to reconcile for one event (`ADDED`, `MODIFIED` with `old`, `DELETED`, or `RESYNC`) on `obj` of `kind`.
@@ -284,6 +301,8 @@ def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: 
         return _route_job(event, obj, old)
     if kind == "Queue":
         return _route_queue(event, obj, old)
+    if kind in ("Node", "HyperNode"):
+        return _route_topology(kind, event, obj, old)
     meta = _meta(obj)
     if kind == "CronJob":
         return [Work(Key("CronJob", meta.get("namespace") or "default", meta.get("name")))]

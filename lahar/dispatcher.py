@@ -166,7 +166,7 @@ class Dispatcher:
 
     def _informer_loop(self, stop: threading.Event) -> None:
         # Jobs first, so a pod's Job is cached when its events arrive; Pods before PodGroups is harmless either way.
-        order = ["Job", "Queue", "CronJob", "Command", "PodGroup", "Pod"]
+        order = ["Job", "Queue", "CronJob", "Command", "PodGroup", "Pod", "Node", "HyperNode"]
         while not stop.is_set():
             for kind in order:
                 if kind in self.informers or stop.is_set():
