@@ -48,7 +48,7 @@ SOURCE_LABEL = "volcano.sh/network-topology-source"  # Volcano's NetworkTopology
 CONFIGMAP_NAMES = ("volcano-controller-configmap", "lahar-controller-configmap")  # Volcano's `<release>-controller-configmap`
 CONFIG_KEY = "volcano-controller.conf"
 MAX_TYPE_NAME = 20  # Volcano's networkTopologyTypeLength
-HOSTNAME = "kubernetes.io/hostname"
+MAX_LISTED = 5  # node names listed in one problem message
 
 
 @dataclass(frozen=True)
@@ -277,8 +277,9 @@ def _members(hn: Mapping[str, Any], nodes: Mapping[str, Mapping[str, str]], hype
     return direct_nodes, children
 
 
-def node_counts(hypernodes: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
-    """Per HyperNode, the number of distinct existing nodes in its subtree (cycles are cut)."""
+def _subtrees(hypernodes: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, str]]
+              ) -> tuple[dict[str, tuple[set[str], set[str]]], dict[str, set[str]]]:
+    """(direct members per HyperNode, the existing nodes of each subtree, cycles cut)."""
     names = [_name(hn) for hn in hypernodes]
     tree = {_name(hn): _members(hn, nodes, names) for hn in hypernodes}
 
@@ -289,7 +290,12 @@ def node_counts(hypernodes: Sequence[Mapping[str, Any]], nodes: Mapping[str, Map
             out |= leaves(child, seen | {child})
         return out
 
-    return {name: len(leaves(name, frozenset({name}))) for name in names}
+    return tree, {name: leaves(name, frozenset({name})) for name in names}
+
+
+def node_counts(hypernodes: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+    """Per HyperNode, the number of distinct existing nodes in its subtree (cycles are cut)."""
+    return {name: len(found) for name, found in _subtrees(hypernodes, nodes)[1].items()}
 
 
 def _tier(hn: Mapping[str, Any]) -> int | None:
@@ -300,10 +306,10 @@ def _tier(hn: Mapping[str, Any]) -> int | None:
 def problems(hypernodes: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
     """The checks across HyperNodes that admission does not make (Volcano makes none of them), per HyperNode:
     a member HyperNode's tier must be below its parent's; the member graph has no cycle; a node is in at most one
-    HyperNode of a tier. Every HyperNode has an entry ([] when consistent); messages are sorted."""
+    HyperNode of a tier (counting every node of the subtree, so a leaf under two spines shows on both spines). Every HyperNode has an entry ([] when consistent); messages are sorted."""
     by_name = {_name(hn): hn for hn in hypernodes}
     names = list(by_name)
-    tree = {name: _members(hn, nodes, names) for name, hn in by_name.items()}
+    tree, subtree = _subtrees(hypernodes, nodes)
     out: dict[str, list[str]] = {name: [] for name in names}
     for name, hn in by_name.items():
         tier = _tier(hn)
@@ -316,15 +322,13 @@ def problems(hypernodes: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mappin
         path = _cycle(name, tree)
         if path:
             out[name].append("HyperNode members form a cycle: " + " -> ".join(path))
-    owners: dict[tuple[int | None, str], list[str]] = {}
-    for name in names:
-        for node in tree[name][0]:
-            owners.setdefault((_tier(by_name[name]), node), []).append(name)
-    for (tier, node), holders in owners.items():
-        if len(holders) > 1:
-            for holder in holders:
-                others = ", ".join(sorted(h for h in holders if h != holder))
-                out[holder].append(f"node {node} is also a member of tier-{tier} HyperNode {others}")
+    for name in names:  # the nodes of a subtree that another HyperNode of the same tier also holds
+        for other in sorted(names):
+            shared = subtree[name] & subtree[other]
+            if other == name or not shared or _tier(by_name[name]) != _tier(by_name[other]):
+                continue
+            listed = ", ".join(sorted(shared)[:MAX_LISTED]) + (", ..." if len(shared) > MAX_LISTED else "")
+            out[name].append(f"{len(shared)} node(s) also in tier-{_tier(by_name[name])} HyperNode {other}: {listed}")
     return {name: sorted(msgs) for name, msgs in out.items()}
 
 

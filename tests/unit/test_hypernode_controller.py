@@ -238,13 +238,22 @@ PROBLEM_CASES = [
     ("consistent", [hn("a", 1, "n0"), hn("b", 1, "n1"), hn("top", 2, "a", "b", member_type="HyperNode")],
      {"a": [], "b": [], "top": []}),
     ("member-tier-not-below", [hn("a", 2, "n0"), hn("top", 2, "a", member_type="HyperNode")],
-     {"a": [], "top": ["member HyperNode a has tier 2, which is not below this HyperNode's tier 2"]}),
+     {"a": ["1 node(s) also in tier-2 HyperNode top: n0"],
+      "top": ["1 node(s) also in tier-2 HyperNode a: n0",
+              "member HyperNode a has tier 2, which is not below this HyperNode's tier 2"]}),
     ("cycle", [hn("x", 3, "y", member_type="HyperNode"), hn("y", 2, "x", member_type="HyperNode")],
      {"x": ["HyperNode members form a cycle: x -> y -> x"],
       "y": ["HyperNode members form a cycle: y -> x -> y",
             "member HyperNode x has tier 3, which is not below this HyperNode's tier 2"]}),
     ("node-in-two-of-a-tier", [hn("a", 1, "n0", "n1"), hn("b", 1, "n1")],
-     {"a": ["node n1 is also a member of tier-1 HyperNode b"], "b": ["node n1 is also a member of tier-1 HyperNode a"]}),
+     {"a": ["1 node(s) also in tier-1 HyperNode b: n1"], "b": ["1 node(s) also in tier-1 HyperNode a: n1"]}),
+    ("leaf-under-two-spines", [hn("a", 1, "n0", "n1"), hn("s0", 2, "a", member_type="HyperNode"),
+                               hn("s1", 2, "a", member_type="HyperNode")],
+     {"a": [], "s0": ["2 node(s) also in tier-2 HyperNode s1: n0, n1"],
+      "s1": ["2 node(s) also in tier-2 HyperNode s0: n0, n1"]}),
+    ("long-overlap-truncated", [hn("a", 1, regex="^n"), hn("b", 1, regex="^n[0-3]$")],
+     {"a": ["4 node(s) also in tier-1 HyperNode b: n0, n1, n2, n3"],
+      "b": ["4 node(s) also in tier-1 HyperNode a: n0, n1, n2, n3"]}),
     ("node-in-two-tiers-is-fine", [hn("a", 1, "n0"), hn("b", 2, "n0")], {"a": [], "b": []}),
     ("missing-member-hypernode-ignored", [hn("top", 2, "later", member_type="HyperNode")], {"top": []}),
 ]
@@ -384,7 +393,7 @@ def test_reconcile_leaves_users_hypernodes_and_checks_them() -> None:
     assert mine["spec"]["members"] == hn("mine", 1, "n0")["spec"]["members"]
     [cond] = mine["status"]["conditions"]
     assert (cond["type"], cond["status"], cond["message"]) == (
-        "Valid", "False", f"node n0 is also a member of tier-1 HyperNode {L}leaf-0")
+        "Valid", "False", f"1 node(s) also in tier-1 HyperNode {L}leaf-0: n0")
     events = ctx.client.list(_rt(ctx, "events"), namespace="default")["items"]
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
     assert ("mine", "InvalidTopology") in reasons
