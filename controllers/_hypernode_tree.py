@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from lahar.kube import limits, selectors
+from lahar.kube import limits, regexes, selectors
 
 __all__ = [
     "API_VERSION",
@@ -230,15 +230,6 @@ def plan(desired: Sequence[Obj], existing: Sequence[Obj], source: str) -> Plan:
 # --- status: nodeCount and the cross-object checks -------------------------------------------------------------------
 
 
-def _safe_regex(pattern: Any) -> re.Pattern[str] | None:
-    if not isinstance(pattern, str) or not pattern or len(pattern) > 1024:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error:
-        return None
-
-
 def _select(selector: Mapping[str, Any], names: Iterable[str], labels_of: Mapping[str, Mapping[str, str]] | None
             ) -> set[str]:
     """Volcano's GetMembers: exactMatch by name, regexMatch searched in the names, labelMatch (nodes) by labels."""
@@ -248,7 +239,7 @@ def _select(selector: Mapping[str, Any], names: Iterable[str], labels_of: Mappin
         return {exact["name"]} if exact.get("name") in names else set()
     regex = selector.get("regexMatch")
     if isinstance(regex, Mapping):
-        compiled = _safe_regex(regex.get("pattern"))
+        compiled = regexes.compile_bounded(regex.get("pattern"))
         return {n for n in names if compiled.search(n)} if compiled else set()
     label_match = selector.get("labelMatch")
     if isinstance(label_match, Mapping) and labels_of is not None:

@@ -21,18 +21,12 @@ controller reports them as a condition on the HyperNode (`controllers.hypernodes
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.kube import podspec, selectors
+from lahar.kube import podspec, regexes, selectors
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict
-
-try:  # Python ≥ 3.11 names the regex parser `re._parser`; older ones `sre_parse`
-    from re import _parser as _sre  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    import sre_parse as _sre  # type: ignore[no-redef]
 
 __all__ = [
     "MAX_PATTERN_LENGTH",
@@ -51,10 +45,8 @@ __all__ = [
 ]
 
 MEMBER_TYPES = ("Node", "HyperNode")
-MAX_PATTERN_LENGTH = 1024
+MAX_PATTERN_LENGTH = regexes.MAX_LENGTH
 _SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
-# constructs Go's RE2 (regexp.Compile) refuses: look-ahead/behind and back-references
-_PERL_ONLY = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
 
 
 def _render(value: Any) -> str:
@@ -105,31 +97,6 @@ def check_exact_match(exact: Any, path: str) -> list[str]:
     return []
 
 
-def _children(op: Any, arg: Any) -> list[Any]:
-    """The sub-patterns of one parsed regex node (groups, alternatives, assertions)."""
-    if op == _sre.SUBPATTERN:
-        return [arg[-1]]
-    if op == _sre.BRANCH:
-        return list(arg[1])
-    if op in (_sre.ASSERT, _sre.ASSERT_NOT):
-        return [arg[1]]
-    return []
-
-
-def _nested_repeat(items: Any, inside_repeat: bool) -> bool:
-    """True when a repetition with no upper bound of 1 sits inside another such repetition (`(a+)+`, `(a*b)*`)."""
-    repeat_ops = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None))
-    for op, arg in items:
-        if op in repeat_ops:
-            _, hi, sub = arg
-            repeats = hi is _sre.MAXREPEAT or hi > 1
-            if (repeats and inside_repeat) or _nested_repeat(sub, inside_repeat or repeats):
-                return True
-        elif any(_nested_repeat(child, inside_repeat) for child in _children(op, arg)):
-            return True
-    return False
-
-
 def check_regex(pattern: Any, path: str) -> list[str]:
     """Required, bounded, RE2 syntax, compiles; Volcano's `member regexMatch pattern is invalid: <err>`."""
     if not pattern:
@@ -138,18 +105,9 @@ def check_regex(pattern: Any, path: str) -> list[str]:
         return [field_error(path, pattern, "member regexMatch pattern must be a string")]
     if len(pattern) > MAX_PATTERN_LENGTH:
         return [f"{path}: Too long: may not be more than {MAX_PATTERN_LENGTH} bytes"]
-    perl = _PERL_ONLY.search(pattern)
-    if perl:
-        return [field_error(path, pattern, "member regexMatch pattern is invalid: error parsing regexp: "
-                                           f"invalid or unsupported Perl syntax: `{perl.group(0)}`")]
-    try:
-        parsed = _sre.parse(pattern)
-        re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as e:
-        return [field_error(path, pattern, f"member regexMatch pattern is invalid: error parsing regexp: {e}")]
-    if _nested_repeat(parsed, False):
-        return [field_error(path, pattern, "member regexMatch pattern is invalid: nested repetition (like `(a+)+`) "
-                                           "is not allowed: it can take exponential time to match")]
+    why = regexes.problem(pattern)
+    if why:
+        return [field_error(path, pattern, f"member regexMatch pattern is invalid: {why}")]
     return []
 
 

@@ -226,7 +226,21 @@ COUNT_CASES = [
         {"type": "HyperNode", "selector": {"exactMatch": {"name": "x"}}},
         {"type": "Node", "selector": {"exactMatch": {"name": "n3"}}}]}}], {"x": 1, "y": 1}),
     ("bad-regex-selects-nothing", [hn("a", 1, regex="a(")], {"a": 0}),
+    ("exponential-regex-selects-nothing", [hn("a", 1, regex="^(n[0-9]*)+$")], {"a": 0}),
+    ("lookahead-regex-selects-nothing", [hn("a", 1, regex="^n(?=1)")], {"a": 0}),
 ]
+
+
+@pytest.mark.parametrize(("pattern", "bounded"), [
+    ("^n[0-9]+$", True), ("^(a+)+$", False), ("(a|b)*c", True), ("((ab)*)*", False), ("x(?!y)", False),
+    ("a" * 1025, False), ("", False),
+], ids=["plain", "nested-plus", "repeat-of-alternatives", "nested-star", "lookahead", "too-long", "empty"])
+def test_patterns_matched_only_when_bounded(pattern: str, bounded: bool) -> None:
+    """A HyperNode stored without the webhook (before it was registered, or its failurePolicy) must not hang a worker
+    on a pattern Python's backtracking matcher takes exponential time on."""
+    from lahar.kube import regexes
+
+    assert (regexes.compile_bounded(pattern) is not None) is bounded
 
 
 @pytest.mark.parametrize(("hypernodes", "want"), [c[1:] for c in COUNT_CASES], ids=[c[0] for c in COUNT_CASES])
