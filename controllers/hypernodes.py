@@ -155,8 +155,9 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
         return Result()  # the HyperNode CRD is not installed yet; its creation routes the key again
     try:
         node_objs = ctx.client.list(node_rt)["items"]
-    except errors.NotFound:
-        return Result()
+        ctx.client.list(hn_rt, field_selector="metadata.name=lahar-probe")
+    except (errors.NotFound, errors.BadRequest):
+        return Result()  # registered but not served yet (the CRD is being applied); its creation routes the key again
     cm, config, problems = _load_config(ctx, cm_rt)
     for entry in config.discovery:
         if not entry.enabled:

@@ -10,7 +10,7 @@ import pytest
 
 from lahar.controllers import _hypernode_tree as tree
 from lahar.controllers import dispatch, hypernodes, reconcilers
-from lahar.controllers.context import Context
+from lahar.controllers.context import Context, Result
 from lahar.kube import resources
 from lahar.kube.memory import MemoryClient
 from lahar.kube.resources import Registry
@@ -421,3 +421,10 @@ def test_reconcile_without_config_only_writes_status() -> None:
     ctx.client.create(_rt(ctx, "hypernodes"), hn("mine", 1, regex="^n"))
     run(ctx)
     assert world(ctx) == {"mine": (1, [], 1)}
+
+
+def test_reconcile_before_the_crd_is_installed_is_a_no_op() -> None:
+    store = Store(registry=Registry.of(resources.core()), clock=lambda: T0)
+    ctx = Context(client=MemoryClient(store=store), clock=lambda: T0)
+    assert ctx.client.registry.get("topology.volcano.sh", "v1alpha1", "hypernodes") is None
+    assert hypernodes.reconcile(ctx, "", "discovery") == Result()
