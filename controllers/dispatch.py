@@ -19,6 +19,7 @@ from lahar.kube.models import labels
 __all__ = [
     "ALWAYS",
     "HYPERNODE_TREE",
+    "ON_SERVED",
     "KINDS",
     "RESOURCES",
     "Work",
@@ -47,6 +48,9 @@ HYPERNODE_TREE = Key("HyperNodeTree", "", "discovery")
 # keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist; the
 # HyperNode tree also follows its ConfigMap, which is not watched
 ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"), HYPERNODE_TREE)
+# keys reconciled once a kind's informer starts: its first list may hold nothing (a CRD just applied), so no event
+# would name them until the next resync
+ON_SERVED: dict[str, tuple[Key, ...]] = {"HyperNode": (HYPERNODE_TREE,)}
 FINISHED = frozenset({"Completed", "Failed", "Terminated"})
 
 ADDED, MODIFIED, DELETED, RESYNC = "ADDED", "MODIFIED", "DELETED", "RESYNC"

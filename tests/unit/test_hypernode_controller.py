@@ -428,3 +428,22 @@ def test_reconcile_before_the_crd_is_installed_is_a_no_op() -> None:
     ctx = Context(client=MemoryClient(store=store), clock=lambda: T0)
     assert ctx.client.registry.get("topology.volcano.sh", "v1alpha1", "hypernodes") is None
     assert hypernodes.reconcile(ctx, "", "discovery") == Result()
+
+
+class _NoRedis:
+    def register_script(self, script: str) -> Any:
+        return lambda **_: None
+
+
+def test_dispatcher_reconciles_the_tree_once_hypernodes_are_served() -> None:
+    """The HyperNode CRD applied after the nodes: the first list is empty and no event names the tree, so the tree
+    waited for the next resync (up to 30 s) before lahar up showed it."""
+    from lahar.dispatcher import Dispatcher
+
+    ctx = make_ctx(config=None)
+    d = Dispatcher(client=ctx.client, redis=_NoRedis(), send=lambda key: True)
+    d._start_informer("HyperNode", _rt(ctx, "hypernodes"))
+    try:
+        assert d._outbox.get(timeout=5) == dispatch.Work(dispatch.HYPERNODE_TREE)
+    finally:
+        d.informers["HyperNode"].stop()
