@@ -18,6 +18,8 @@ from lahar.kube.models import labels
 
 __all__ = [
     "ALWAYS",
+    "HYPERNODE_TREE",
+    "ON_SERVED",
     "KINDS",
     "RESOURCES",
     "Work",
@@ -29,7 +31,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "JobFlow", "JobTemplate")
+KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode")
 # kind → (group, version, plural) of what the dispatcher watches and the resync lists
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
@@ -40,9 +42,17 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "Pod": ("", "v1", "pods"),
     "JobFlow": ("flow.volcano.sh", "v1alpha1", "jobflows"),
     "JobTemplate": ("flow.volcano.sh", "v1alpha1", "jobtemplates"),
+    "Node": ("", "v1", "nodes"),
+    "HyperNode": ("topology.volcano.sh", "v1alpha1", "hypernodes"),
 }
-# keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist
-ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"))
+# the hypernode controller's one key: the whole tree is discovered and its statuses written at once
+HYPERNODE_TREE = Key("HyperNodeTree", "", "discovery")
+# keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist; the
+# HyperNode tree also follows its ConfigMap, which is not watched
+ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"), HYPERNODE_TREE)
+# keys reconciled once a kind's informer starts: its first list may hold nothing (a CRD just applied), so no event
+# would name them until the next resync
+ON_SERVED: dict[str, tuple[Key, ...]] = {"HyperNode": (HYPERNODE_TREE,)}
 FINISHED = frozenset({"Completed", "Failed", "Terminated"})
 
 ADDED, MODIFIED, DELETED, RESYNC = "ADDED", "MODIFIED", "DELETED", "RESYNC"
@@ -289,6 +299,17 @@ def _queue_state(queue: Obj | None) -> tuple[Any, ...]:
     return (((queue or {}).get("status") or {}).get("state"), ((queue or {}).get("spec") or {}).get("parent"))
 
 
+def _route_topology(kind: str, event: str, obj: Obj, old: Obj | None) -> list[Work]:
+    """Nodes and HyperNodes feed the HyperNode tree: joins, leaves and label changes of a Node; any change of a
+    HyperNode but its status (the controller's own status writes would otherwise come back to it)."""
+    if event == MODIFIED:
+        before, after = _meta(old), _meta(obj)
+        if before.get("labels") == after.get("labels") and (
+                kind == "Node" or before.get("generation") == after.get("generation")):
+            return []
+    return [Work(HYPERNODE_TREE)]
+
+
 def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: Sequence[Obj] = (),
           job: Obj | None = None, scheduler_names: Iterable[str] = ("volcano",)) -> list[Work]:
     """Keys to reconcile for one event (`ADDED`, `MODIFIED` with `old`, `DELETED`, or `RESYNC`) on `obj` of `kind`.
@@ -304,6 +325,8 @@ def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: 
         return _route_job(event, obj, old)
     if kind == "Queue":
         return _route_queue(event, obj, old)
+    if kind in ("Node", "HyperNode"):
+        return _route_topology(kind, event, obj, old)
     meta = _meta(obj)
     if kind == "CronJob":
         return [Work(Key("CronJob", meta.get("namespace") or "default", meta.get("name")))]

@@ -21,7 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.devcluster.profiles import NodeGroup, Profile
+import yaml
+
+from lahar.devcluster.profiles import Network, NodeGroup, Profile
 from lahar.kube import errors
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.quantity import Format, Quantity
@@ -31,9 +33,12 @@ __all__ = [
     "GPU_MODELS",
     "GPU_TOPOLOGY_ANNOTATION",
     "NUMA_MEMORY_ANNOTATION",
+    "DISCOVERY_CONFIGMAP",
     "GPUModel",
     "build",
     "cpuset",
+    "discovery_configmap",
+    "fabric_labels",
     "gpu_topology",
     "node_names",
     "numa_memory",
@@ -513,16 +518,43 @@ def _device(group: NodeGroup, name: str, devices: list[_PCIDevice]) -> Obj | Non
             "spec": {"devices": out}}
 
 
+DISCOVERY_CONFIGMAP = ("kube-system", "volcano-controller-configmap")  # found by the hypernode controller anywhere
+
+
+def fabric_labels(network: Network, index: int) -> dict[str, str]:
+    """The leaf and spine labels of the `index`-th node of a profile with a network shape."""
+    leaf = index // network.nodes_per_leaf
+    return {network.leaf_label: f"leaf-{leaf}", network.spine_label: f"spine-{leaf // network.leaves_per_spine}"}
+
+
+def discovery_configmap(network: Network) -> Obj:
+    """The hypernode controller's ConfigMap in Volcano's format: one label chain spine → leaf → hostname."""
+    conf = {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {"networkTopologyTypes": {
+        network.topology_type: [{"nodeLabel": network.spine_label}, {"nodeLabel": network.leaf_label},
+                                {"nodeLabel": "kubernetes.io/hostname"}]}}}]}
+    namespace, name = DISCOVERY_CONFIGMAP
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "lahar"}},
+            "data": {"volcano-controller.conf": yaml.safe_dump(conf, sort_keys=False)}}
+
+
 def build(profile: Profile, count: int | None = None) -> list[Obj]:
-    """Every object for the profile's nodes, in order: per node its Node, Numatopology and (GPU/RDMA) Device."""
+    """Every object for the profile's nodes, in order: per node its Node, Numatopology and (GPU/RDMA) Device; with a
+    network shape, the nodes carry its fabric labels and (with `discovery`) the discovery ConfigMap comes last."""
     objects: list[Obj] = []
     for index, (group, name) in enumerate(plan_names(profile, count)):
         devices = pci_layout(group, name)
-        objects.append(_node(profile, group, name, index, devices))
+        node = _node(profile, group, name, index, devices)
+        if profile.network is not None:
+            node["metadata"]["labels"] = dict(sorted({**node["metadata"]["labels"],
+                                                      **fabric_labels(profile.network, index)}.items()))
+        objects.append(node)
         objects.append(_numatopology(group, name))
         device = _device(group, name, devices)
         if device is not None:
             objects.append(device)
+    if profile.network is not None and profile.network.discovery:
+        objects.append(discovery_configmap(profile.network))
     return objects
 
 

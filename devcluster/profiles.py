@@ -23,6 +23,7 @@ __all__ = [
     "CPU",
     "GPUs",
     "MIG",
+    "Network",
     "NodeGroup",
     "Profile",
     "ProfileError",
@@ -117,10 +118,31 @@ class NodeGroup(_Model):
         return self
 
 
+class Network(_Model):
+    """A fabric shape: racks of `nodesPerLeaf` nodes under one leaf (ToR) switch each, `leavesPerSpine` leaves under
+    each spine. Node i (in build order) gets `leafLabel: leaf-<i // nodesPerLeaf>` and `spineLabel: spine-<...>`, the
+    labels a fabric-discovery tool sets; with `discovery`, the hypernode controller's ConfigMap (Volcano's label
+    source, one chain spine → leaf → hostname under `topologyType`) is published too, so the tree appears by itself."""
+
+    topology_type: str = Field("superpod", alias="topologyType", min_length=1, max_length=20)
+    nodes_per_leaf: int = Field(8, ge=1, alias="nodesPerLeaf")
+    leaves_per_spine: int = Field(2, ge=1, alias="leavesPerSpine")
+    leaf_label: str = Field("volcano.sh/tor", alias="leafLabel", min_length=1)
+    spine_label: str = Field("volcano.sh/hypercluster", alias="spineLabel", min_length=1)
+    discovery: bool = True
+
+    @model_validator(mode="after")
+    def _distinct_labels(self) -> Network:
+        if self.leaf_label == self.spine_label or "kubernetes.io/hostname" in (self.leaf_label, self.spine_label):
+            raise ValueError("leafLabel and spineLabel must differ from each other and from kubernetes.io/hostname")
+        return self
+
+
 class Profile(_Model):
     name: str
     description: str = ""
     groups: tuple[NodeGroup, ...] = Field(min_length=1)
+    network: Network | None = None
 
     @model_validator(mode="after")
     def _unique_groups(self) -> Profile:

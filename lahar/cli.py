@@ -72,7 +72,7 @@ def devcluster(
     port: int = typer.Option(None, help="HTTPS port on loopback (default 6443, 0 = any free port)."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     data_dir: Path = typer.Option(None, "--data-dir", help="State, certificates and kubeconfig (default .lahar)."),
-    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, or a YAML file."),
+    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, dgx-h100-superpod, mixed, or a YAML file."),
     nodes: int = typer.Option(None, help="Number of simulated nodes."),
     sim_default_duration: str = typer.Option(None, "--sim-default-duration", metavar="DURATION",
                                              help="How long a simulated pod with restartPolicy Never/OnFailure "

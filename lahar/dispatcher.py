@@ -163,10 +163,12 @@ class Dispatcher:
         inf.add_handler(**self._handlers(kind))
         inf.start()
         log.info("dispatch: watching %s", rt.plural)
+        for key in dispatch.ON_SERVED.get(kind, ()):
+            self._outbox.put(Work(key))
 
     def _informer_loop(self, stop: threading.Event) -> None:
         # Jobs first, so a pod's Job is cached when its events arrive; Pods before PodGroups is harmless either way.
-        order = ["Job", "Queue", "CronJob", "Command", "PodGroup", "Pod", "JobFlow", "JobTemplate"]
+        order = ["Job", "Queue", "CronJob", "Command", "PodGroup", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode"]
         while not stop.is_set():
             for kind in order:
                 if kind in self.informers or stop.is_set():

@@ -22,7 +22,7 @@ from typing import Any
 
 import jsonpatch
 
-from lahar.webhooks import configmaps, cronjobs, jobflows, jobs, podgroups, pods, queues
+from lahar.webhooks import configmaps, cronjobs, hypernodes, jobflows, jobs, podgroups, pods, queues
 from lahar.webhooks.lookups import Lookups
 from lahar.webhooks.review import Request, Verdict, request_for
 
@@ -46,6 +46,7 @@ Handler = Callable[[Request, Lookups, Any], Verdict]
 VOLCANO_BATCH = "batch.volcano.sh"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh"
 VOLCANO_FLOW = "flow.volcano.sh"
+VOLCANO_TOPOLOGY = "topology.volcano.sh"
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ _TABLE: tuple[tuple[str, Handler, str, str, str, tuple[str, ...]], ...] = (
      ("CREATE", "UPDATE")),  # Volcano: CREATE; lahar's minMember checks also guard updates
     ("/cronjobs/validate", cronjobs.validate, VOLCANO_BATCH, "v1alpha1", "cronjobs", ("CREATE", "UPDATE")),
     ("/jobflows/validate", jobflows.validate, VOLCANO_FLOW, "v1alpha1", "jobflows", ("CREATE", "UPDATE")),
+    ("/hypernodes/validate", hypernodes.validate, VOLCANO_TOPOLOGY, "v1alpha1", "hypernodes", ("CREATE", "UPDATE")),
 )
 
 # resource (plural) → (mutating paths, validating paths), in the order the API server would call them
@@ -90,6 +92,7 @@ CHAINS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "podgroups": (("/podgroups/mutate",), ("/podgroups/validate",)),
     "cronjobs": ((), ("/cronjobs/validate",)),
     "jobflows": ((), ("/jobflows/validate",)),
+    "hypernodes": ((), ("/hypernodes/validate",)),
 }
 
 
@@ -131,9 +134,9 @@ def resource_for(api_version: str, kind: str, routes: Mapping[str, Route] | None
     return None
 
 
-_CLUSTER_SCOPED = frozenset({"queues"})
+_CLUSTER_SCOPED = frozenset({"queues", "hypernodes"})
 _KINDS = {"jobs": "Job", "pods": "Pod", "queues": "Queue", "podgroups": "PodGroup", "cronjobs": "CronJob",
-          "jobflows": "JobFlow"}
+          "jobflows": "JobFlow", "hypernodes": "HyperNode"}
 
 
 def admit(route: Route, req: Request, lookups: Lookups, config: Any) -> tuple[Verdict, str]:

@@ -20,7 +20,7 @@ DEMO_PROFILE = "demo"
 
 
 def up(
-    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, mixed, demo, or a YAML file "
+    profile: str = typer.Option(None, help="Cluster profile: cpu-small, dgx-h100, dgx-h100-superpod, mixed, demo, or a YAML file "
                                            "(default cpu-small; demo with --demo)."),
     nodes: int = typer.Option(None, help="Number of simulated nodes (default: the profile's own counts)."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Where all state lives (default .lahar)."),

@@ -51,8 +51,9 @@ def _group_alive(pgid: int, settle: float = 5.0) -> bool:
 class Up:
     """`lahar up --plain` in a subprocess on `data_dir`."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, args: tuple[str, ...] = ("--nodes", "4")) -> None:
         self.data_dir = data_dir
+        self.args = args  # the cluster: `--nodes`, `--profile`
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
@@ -67,7 +68,7 @@ class Up:
         env.update(PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(_free_port()))
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(self.data_dir),
-                                          "--port", str(self.port), "--nodes", "4", "--plain"],
+                                          "--port", str(self.port), *self.args, "--plain"],
                                          cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 

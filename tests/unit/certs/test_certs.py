@@ -165,6 +165,7 @@ VOLCANO_HOOKS = {
                                     ["CREATE", "UPDATE"]),
     "validatecronjob.volcano.sh": ("/cronjobs/validate", "batch.volcano.sh", "cronjobs", ["CREATE", "UPDATE"]),
     "validatejobflow.volcano.sh": ("/jobflows/validate", "flow.volcano.sh", "jobflows", ["CREATE", "UPDATE"]),
+    "validatehypernode.volcano.sh": ("/hypernodes/validate", "topology.volcano.sh", "hypernodes", ["CREATE", "UPDATE"]),
 }
 
 

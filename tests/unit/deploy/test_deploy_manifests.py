@@ -287,7 +287,15 @@ RBAC = [
     ("worker", "update", "jobflows", "flow.volcano.sh", None, None, False),
     ("dispatch", "watch", "jobflows", "flow.volcano.sh", None, None, True),
     ("worker", "create", "pods/binding", "", None, None, False),
-    ("worker", "list", "nodes", "", None, None, False),
+    ("worker", "list", "nodes", "", None, None, True),  # the hypernode controller's label source
+    ("worker", "update", "nodes", "", None, None, False),
+    ("worker", "create", "hypernodes", "topology.volcano.sh", None, None, True),
+    ("worker", "delete", "hypernodes", "topology.volcano.sh", None, None, True),
+    ("worker", "update", "hypernodes/status", "topology.volcano.sh", None, None, True),
+    ("worker", "list", "configmaps", "", "volcano-system", None, True),  # the discovery ConfigMap, any namespace
+    ("dispatch", "watch", "nodes", "", None, None, True),
+    ("dispatch", "watch", "hypernodes", "topology.volcano.sh", None, None, True),
+    ("dispatch", "update", "hypernodes", "topology.volcano.sh", None, None, False),
     ("scheduler", "create", "pods/binding", "", None, None, True),
     ("scheduler", "patch", "pods/status", "", None, None, True),
     ("scheduler", "create", "events", "", None, None, True),

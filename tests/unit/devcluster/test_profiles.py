@@ -19,7 +19,7 @@ def by(objects, kind, name):
     return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
 
 
-@pytest.mark.parametrize("name", ["cpu-small", "dgx-h100", "mixed"])
+@pytest.mark.parametrize("name", ["cpu-small", "dgx-h100", "mixed", "dgx-h100-superpod"])
 def test_bundled_profiles_load(name):
     assert name in profiles.bundled()
     assert profiles.load(name).name == name
@@ -192,3 +192,66 @@ def test_publish_skips_unregistered_kinds():
         assert len(nodes.publish(client, nodes.build(profiles.load("dgx-h100"), 1))) == 2
     finally:
         client.close()
+
+
+# --- network shapes (dgx-h100-superpod): fabric labels and the hypernode controller's ConfigMap ---------------------
+
+FABRIC = ("volcano.sh/tor", "volcano.sh/hypercluster")
+
+
+def _fabric(objects):
+    return [(o["metadata"]["name"], o["metadata"]["labels"][FABRIC[0]], o["metadata"]["labels"][FABRIC[1]])
+            for o in objects if o["kind"] == "Node"]
+
+
+@pytest.mark.parametrize(("count", "racks", "spines", "last"), [
+    (None, 4, 2, ("dgx-h100-31", "leaf-3", "spine-1")),
+    (12, 2, 1, ("dgx-h100-11", "leaf-1", "spine-0")),
+    (1, 1, 1, ("dgx-h100-0", "leaf-0", "spine-0")),
+], ids=["default-32", "nodes-12", "nodes-1"])
+def test_superpod_racks_and_spines(count, racks, spines, last):
+    objects = nodes.build(profiles.load("dgx-h100-superpod"), count)
+    fabric = _fabric(objects)
+    assert len({leaf for _, leaf, _ in fabric}) == racks and len({s for *_, s in fabric}) == spines
+    assert fabric[-1] == last
+    assert all(sum(1 for _, leaf, _ in fabric if leaf == f"leaf-{r}") <= 8 for r in range(racks))
+    node = by(objects, "Node", "dgx-h100-0")
+    assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
+    assert node["status"]["capacity"]["nvidia.com/rdma_vf"] == "64"
+
+
+def test_superpod_publishes_the_discovery_configmap():
+    from lahar.controllers import _hypernode_tree as tree
+
+    objects = nodes.build(profiles.load("dgx-h100-superpod"))
+    cm = by(objects, "ConfigMap", "volcano-controller-configmap")
+    assert cm["metadata"]["namespace"] == "kube-system"
+    config, problems = tree.parse_config(cm["data"]["volcano-controller.conf"])
+    assert problems == []
+    label = config.enabled("label")
+    assert label is not None
+    chains, _ = tree.label_chains(label.config)
+    assert chains == {"superpod": ("volcano.sh/tor", "volcano.sh/hypercluster")}
+    built = tree.build_label_tree([o for o in objects if o["kind"] == "Node"], chains)
+    assert [(h["metadata"]["name"], h["spec"]["tier"], len(h["spec"]["members"])) for h in built] == [
+        *[(f"hypernode-superpod-tier1-leaf-{r}", 1, 8) for r in range(4)],
+        *[(f"hypernode-superpod-tier2-spine-{s}", 2, 2) for s in range(2)]]
+
+
+@pytest.mark.parametrize(("network", "needle"), [
+    ({"leafLabel": "a", "spineLabel": "a"}, "network: Value error, leafLabel and spineLabel must differ"),
+    ({"nodesPerLeaf": 0}, "network.nodesPerLeaf: Input should be greater than or equal to 1"),
+    ({"topologyType": "t" * 21}, "network.topologyType: String should have at most 20 characters"),
+    ({"racks": 4}, "network.racks: Extra inputs are not permitted"),
+], ids=["same-labels", "empty-racks", "type-too-long", "unknown-field"])
+def test_bad_network_names_the_field(network, needle):
+    data = {"name": "x", "groups": [{"name": "g", "instanceType": "t"}], "network": network}
+    with pytest.raises(profiles.ProfileError) as err:
+        profiles.parse(data)
+    assert needle in str(err.value)
+
+
+def test_profiles_without_network_have_no_fabric_labels():
+    objects = nodes.build(profiles.load("dgx-h100"))
+    assert not any(k in FABRIC for o in objects if o["kind"] == "Node" for k in o["metadata"]["labels"])
+    assert not [o for o in objects if o["kind"] == "ConfigMap"]

@@ -205,9 +205,9 @@ def test_oversized_chunked_body(client):
 
 
 def test_unknown_path_is_404(client):
-    resp = client.post("/hypernodes/validate", json=body(job()))
+    resp = client.post("/hypernodes/mutate", json=body(job()))
     assert resp.status_code == 404
-    assert resp.json()["message"].startswith("no admission webhook at /hypernodes/validate; lahar serves ")
+    assert resp.json()["message"].startswith("no admission webhook at /hypernodes/mutate; lahar serves ")
     assert client.get("/nothing").status_code == 404
 
 
@@ -302,7 +302,8 @@ def test_default_routes_cover_volcanos_paths():
     table = routes.default_routes()
     assert sorted(table) == sorted(["/jobs/mutate", "/jobs/validate", "/pods/mutate", "/pods/validate",
                                     "/queues/mutate", "/queues/validate", "/podgroups/mutate",
-                                    "/podgroups/validate", "/cronjobs/validate", "/jobflows/validate"])
+                                    "/podgroups/validate", "/cronjobs/validate", "/jobflows/validate",
+                                    "/hypernodes/validate"])
     assert table["/queues/validate"].operations == {"CREATE", "UPDATE", "DELETE"}
     assert table["/jobs/mutate"].mutating and not table["/jobs/validate"].mutating
     assert (table["/pods/mutate"].group, table["/pods/mutate"].resource) == ("", "pods")
