@@ -11,9 +11,9 @@ import functools
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -116,6 +116,9 @@ class Decisions:
         return {f"{b.namespace}/{b.name}": b.node for b in self.binds}
 
 
+T = TypeVar("T")
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -139,8 +142,12 @@ class Session:
     """Open on a snapshot: builds the plugins of every tier (fresh per session) and calls `on_session_open`."""
 
     def __init__(self, snapshot: Snapshot, conf: SchedulerConf, registry: Registry, *, uid: str | None = None,
-                 now: Callable[[], str] = _now) -> None:
+                 now: Callable[[], str] = _now, shared: dict[Hashable, Any] | None = None) -> None:
         self.uid = uid or str(uuid.uuid4())
+        self._state: dict[Hashable, Any] = {}
+        # state kept across sessions by the session's owner (the scheduler cache, a simulation); a fresh one when
+        # nobody keeps it, so nothing is process-wide
+        self._shared: dict[Hashable, Any] = shared if shared is not None else {}
         self.snapshot = snapshot
         self.conf = conf
         self.registry = registry
@@ -190,6 +197,27 @@ class Session:
                     t0 = time.perf_counter()
                     plugin.on_session_open(self)
                     self.plugin_seconds[f"{plugin.name}:OnSessionOpen"] += time.perf_counter() - t0
+
+    # --- state shared by plugins ----------------------------------------------------------------------------------
+
+    def state(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """This session's value for `key` (kube-scheduler's CycleState): `factory()` on first use, then the same
+        object for every plugin that asks, dropped with the session. Plugins that share work (numa-aware and
+        deviceshare's placement, predicates and nodeorder's pod view) meet here instead of in module globals."""
+        try:
+            return self._state[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._state[key] = factory()
+            return value
+
+    def shared_state(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """Like `state`, but kept by the session's owner across sessions (caches of what is derived from API
+        objects by resourceVersion); per session when the owner keeps none."""
+        try:
+            return self._shared[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._shared[key] = factory()
+            return value
 
     def hooked(self, hook: str) -> Iterator[Any]:
         """The plugins answering `hook`, tier by tier, with their switch on."""

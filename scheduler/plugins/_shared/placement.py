@@ -7,7 +7,6 @@ Sits between the snapshot (Volcano `Numatopology` objects) and the bind; plugins
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,15 +57,10 @@ if TYPE_CHECKING:
     from lahar.scheduler.framework.nodes import NodeArrays
     from lahar.scheduler.framework.session import Session
 
-_PLACEMENTS: weakref.WeakKeyDictionary[Any, Placement] = weakref.WeakKeyDictionary()
-
-
 def placement(ssn: Session) -> Placement:
-    """The session's placement (created on first use by whichever plugin opens first)."""
-    p = _PLACEMENTS.get(ssn)
-    if p is None:
-        p = _PLACEMENTS[ssn] = Placement(ssn)
-    return p
+    """The session's placement (`ssn.state`: created on first use by whichever plugin opens first, dropped with
+    the session)."""
+    return ssn.state(Placement, lambda: Placement(ssn))
 
 
 class Placement:

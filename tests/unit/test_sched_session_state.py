@@ -1,0 +1,64 @@
+"""Per-session state (`Session.state`, kube-scheduler's CycleState) and the owner-kept `Session.shared_state`: what
+plugins share lives on the session, not in module globals, so one session's placement or pod view never leaks
+into another's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import snapshot as snapshots
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.plugins._podview import PodView, view_of
+from lahar.scheduler.plugins._shared.placement import Placement, placement
+from lahar.scheduler.registry import in_tree_registry
+from tests.unit.sched_builders import node, queue, tiers_conf
+
+CONF = tiers_conf("allocate", ["gang"], ["predicates", "nodeorder", "numa-aware", "deviceshare"])
+
+
+def _session(shared: dict[Any, Any] | None = None) -> Session:
+    registry = in_tree_registry()
+    c = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+    snap = snapshots.build(pods=[], nodes=[node("n1").alloc(cpu="4", memory="8Gi").build()],
+                           podgroups=[], queues=[queue("default").build()])
+    return Session(snap, c, registry, uid="s", shared=shared)
+
+
+def test_state_is_created_once_per_session_and_key() -> None:
+    ssn = _session()
+    made: list[int] = []
+
+    def factory() -> list[int]:
+        made.append(1)
+        return []
+
+    first = ssn.state("k", factory)
+    assert ssn.state("k", factory) is first
+    assert ssn.state("other", factory) is not first
+    assert len(made) == 2
+    assert _session().state("k", factory) is not first  # a new session starts empty
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["owner-keeps-it", "nobody-keeps-it"])
+def test_shared_state_lives_as_long_as_its_owner(kept: bool) -> None:
+    owner: dict[Any, Any] | None = {} if kept else None
+    first = _session(owner).shared_state("cache", dict)
+    again = _session(owner).shared_state("cache", dict)
+    assert (again is first) is kept
+
+
+@pytest.mark.parametrize(("key", "get"), [(Placement, placement), (PodView, lambda ssn: view_of(ssn, object()))],
+                         ids=["placement", "pod-view"])
+def test_plugins_share_work_through_the_session_state(key: type, get: Any) -> None:
+    a, b = _session(), _session()
+    assert get(a) is get(a) is a.state(key, lambda: None)  # the plugins opened it; the same one for every caller
+    assert get(b) is not get(a)
+
+
+def test_the_pod_view_owner_is_the_first_plugin_to_ask() -> None:
+    ssn = _session()
+    view = view_of(ssn, "late")
+    assert view.owner is ssn.plugins["predicates"]  # predicates opened first (tier order)
