@@ -11,8 +11,8 @@ import pytest
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Session
+from lahar.scheduler.placement import Placement, placement
 from lahar.scheduler.plugins._podview import PodView, view_of
-from lahar.scheduler.plugins._shared.placement import Placement, placement
 from lahar.scheduler.registry import in_tree_registry
 from tests.unit.sched_builders import node, queue, tiers_conf
 
@@ -62,3 +62,24 @@ def test_the_pod_view_owner_is_the_first_plugin_to_ask() -> None:
     ssn = _session()
     view = view_of(ssn, "late")
     assert view.owner is ssn.plugins["predicates"]  # predicates opened first (tier order)
+
+
+def test_the_derived_object_cache_is_kept_by_the_sessions_owner_not_the_process() -> None:
+    from lahar.scheduler.placement import DerivedCache
+    from lahar.scheduler.session import run_session
+
+    registry = in_tree_registry()
+    c = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+    n1 = node("n1").alloc(cpu="4", memory="8Gi").build()
+    n1["metadata"]["resourceVersion"] = "3"
+
+    def snap() -> snapshots.Snapshot:
+        return snapshots.build(pods=[], nodes=[n1], podgroups=[], queues=[queue("default").build()])
+
+    owner: dict[Any, Any] = {}
+    run_session(snap(), c, registry=registry, shared=owner)
+    cache = owner[DerivedCache]
+    assert len(cache) == 1  # the node's fingerprint, by its resourceVersion
+    run_session(snap(), c, registry=registry, shared=owner)
+    assert owner[DerivedCache] is cache and len(cache) == 1
+    assert _session().shared_state(DerivedCache, DerivedCache) is not cache  # nothing process-wide
