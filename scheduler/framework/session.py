@@ -19,7 +19,7 @@ import numpy as np
 
 from lahar.scheduler.framework import hooks
 from lahar.scheduler.framework.conf import PluginOption, SchedulerConf
-from lahar.scheduler.framework.hooks import NodeFilter, Status, Vote
+from lahar.scheduler.framework.hooks import MetricsSink, NodeFilter, Status, Vote
 from lahar.scheduler.framework.nodes import EPSILON, RowCache
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.framework.snapshot import (
@@ -446,6 +446,15 @@ class Session:
 
     def record_podgroup_event(self, job: Job, type_: str, reason: str, message: str) -> None:
         job.events.append((type_, reason, message))
+
+    # --- metrics ---------------------------------------------------------------------------------------------------
+
+    def report_metrics(self) -> MetricsSink:
+        """What every plugin reports for the metrics (before close: plugins drop their state there)."""
+        sink = MetricsSink()
+        for p in self.hooked("report_metrics"):
+            p.report_metrics(sink)
+        return sink
 
     # --- close ---------------------------------------------------------------------------------------------------
 
