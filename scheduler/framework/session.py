@@ -516,8 +516,8 @@ class Session:
         d.podgroups[job.uid] = got.update
         d.pod_conditions.extend(got.conditions)
         if got.reusable:
-            job.closed = Closed(job.version, key, job.phase, job.podgroup.get("status"), got.update, got.conditions,
-                                got.pipelined, bool(got.conditions or got.pipelined))
+            job.closed = Closed(job.version, key, job.phase, job.podgroup.get("status"), got.update,
+                                tuple(got.conditions), got.pipelined, bool(got.conditions or got.pipelined))
         else:
             job.closed = None  # a write (with this session's times and ids), or inputs only this session had
 
