@@ -83,3 +83,18 @@ def test_the_derived_object_cache_is_kept_by_the_sessions_owner_not_the_process(
     run_session(snap(), c, registry=registry, shared=owner)
     assert owner[DerivedCache] is cache and len(cache) == 1
     assert _session().shared_state(DerivedCache, DerivedCache) is not cache  # nothing process-wide
+
+
+def test_a_finished_session_is_freed_with_everything_its_plugins_shared() -> None:
+    """The module-global WeakKeyDictionaries this replaces kept every session alive: their values (the pod view,
+    the placement) hold the session, so the weak key never died and each tick's session and snapshot leaked."""
+    import gc
+    import weakref
+
+    ssn = _session()
+    view, place = weakref.ref(view_of(ssn, None)), weakref.ref(placement(ssn))
+    ssn.close()
+    gone = weakref.ref(ssn)
+    del ssn
+    gc.collect()
+    assert gone() is None and view() is None and place() is None
