@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from lahar.kube.client import ClusterClient
 from lahar.kube.informers import Informer, InformerFactory
@@ -48,7 +49,10 @@ class SchedulerCache:
 
     Incremental (default): informer events mark objects dirty and `snapshot()` updates the previous snapshot with
     them — it returns the same object every time, which the caller's session may mutate until the next call.
-    `incremental=False` builds a fresh snapshot from the informer stores on every call."""
+    `incremental=False` builds a fresh snapshot from the informer stores on every call.
+
+    `shared` is what the sessions keep across ticks (`Session.shared_state`): the placement's cache of what it
+    derives from API objects by resourceVersion (`scheduler.placement.DerivedCache`) lives here, not in a module."""
 
     def __init__(self, client: ClusterClient, *, scheduler_names: Iterable[str] = snapshots.DEFAULT_SCHEDULER_NAMES,
                  default_queue: str = "default", incremental: bool = True) -> None:
@@ -68,6 +72,7 @@ class SchedulerCache:
             if rt is not None:
                 self.optional[key] = self.optional_factory.informer(rt)
         self.incremental = incremental
+        self.shared: dict[Hashable, Any] = {}
         self.inputs = incremental_inputs = SnapshotInputs(scheduler_names=self.scheduler_names,
                                                           default_queue=default_queue)
         if incremental:

@@ -77,7 +77,8 @@ def _finite(v: float) -> bool:
 
 def gather(ssn: Any) -> dict[str, float]:
     """The session's gauges as plain samples (call after the actions, before `close()`: plugins drop their state
-    on close). Queue resources come from proportion or capacity (whichever is configured), shares from drf."""
+    on close). Queue resources and shares, job shares and the cluster total are what the plugins report through
+    the `MetricsReport` hook (`Session.report_metrics`: proportion or capacity, drf)."""
     out: dict[str, float] = {}
     names: tuple[str, ...] = ssn.resources.names
 
@@ -95,12 +96,7 @@ def gather(ssn: Any) -> dict[str, float]:
             elif abs(v) > 0:
                 out[sample_key(f"queue_{kind}_scalar_resources", queue, rname)] = v
 
-    attrs: Mapping[str, Any] = {}
-    for pname in ("proportion", "capacity"):
-        plugin = ssn.plugins.get(pname)
-        if plugin is not None and getattr(plugin, "attrs", None):
-            attrs = plugin.attrs
-            break
+    report = ssn.report_metrics()  # what the plugins report (MetricsReport hook); no plugin attribute is read
     states = _Counter((job.queue, _PG_STATES.get(job.phase)) for job in ssn.jobs.values())
     for name, q in ssn.queues.items():
         for state in ("inqueue", "pending", "running", "unknown", "completed"):
@@ -108,35 +104,32 @@ def gather(ssn: Any) -> dict[str, float]:
         out[sample_key("queue_weight", name)] = float(q.weight)
         if q.has_capability:
             put_res("capacity", name, q.capability)
-        attr = attrs.get(name)
+        attr = report.queues.get(name)
         if attr is not None:
-            for kind, field in (("allocated", "allocated"), ("request", "request"), ("deserved", "deserved"),
-                                ("real_capacity", "real_capability"), ("inqueue", "inqueue")):
-                put_res(kind, name, getattr(attr, field, None))
+            for kind in ("allocated", "request", "deserved", "real_capacity", "inqueue"):
+                put_res(kind, name, getattr(attr, kind))
             out[sample_key("queue_share", name)] = float(attr.share)
         try:
             out[sample_key("queue_overused", name)] = 1.0 if ssn.overused(q) else 0.0
         except (KeyError, AttributeError):  # a plugin without state for this queue
             out[sample_key("queue_overused", name)] = 0.0
-    drf = ssn.plugins.get("drf")
-    if drf is not None:
-        ns_alloc: dict[str, Any] = {}
-        for uid, attr in (getattr(drf, "attrs", None) or {}).items():
-            job = ssn.jobs.get(uid)
-            if job is None:
-                continue
-            out[sample_key("job_share", job.namespace, job.name)] = float(attr.share)
-            ns_alloc[job.namespace] = ns_alloc.get(job.namespace, 0) + attr.allocated
-        total = getattr(drf, "total", None)
-        for ns, alloc in ns_alloc.items():  # namespace dominant share; weight 1 (Volcano's default)
-            share = 0.0
-            if total is not None and len(total) == len(alloc):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    r = np.where(total > 0, alloc / np.where(total > 0, total, 1), 0.0)
-                share = float(r.max()) if len(r) else 0.0
-            out[sample_key("namespace_share", ns)] = share
-            out[sample_key("namespace_weight", ns)] = 1.0
-            out[sample_key("namespace_weighted_share", ns)] = share
+    ns_alloc: dict[str, Any] = {}
+    for uid, (share_, allocated) in report.job_shares.items():
+        job = ssn.jobs.get(uid)
+        if job is None:
+            continue
+        out[sample_key("job_share", job.namespace, job.name)] = float(share_)
+        ns_alloc[job.namespace] = ns_alloc.get(job.namespace, 0) + allocated
+    total = report.total
+    for ns, alloc in ns_alloc.items():  # namespace dominant share; weight 1 (Volcano's default)
+        share = 0.0
+        if total is not None and len(total) == len(alloc):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.where(total > 0, alloc / np.where(total > 0, total, 1), 0.0)
+            share = float(r.max()) if len(r) else 0.0
+        out[sample_key("namespace_share", ns)] = share
+        out[sample_key("namespace_weight", ns)] = 1.0
+        out[sample_key("namespace_weighted_share", ns)] = share
     pending = TaskStatus.PENDING
     for job in ssn.jobs.values():
         if not job.fit_errors and job.phase == "Running" and not job.index.get(pending):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 from lahar.kube import errors
 from lahar.kube.client import ClusterClient
@@ -26,21 +27,23 @@ _OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes"})
 
 
 def run_session(snapshot: snapshots.Snapshot, conf: SchedulerConf, *, registry: Registry | None = None,
-                uid: str | None = None) -> Decisions:
-    """Open a session on `snapshot` (mutated in place), run `conf.actions` in order, close it into decisions."""
+                uid: str | None = None, shared: dict[Hashable, Any] | None = None) -> Decisions:
+    """Open a session on `snapshot` (mutated in place), run `conf.actions` in order, close it into decisions.
+    `shared`: what the caller keeps across its sessions (`Session.shared_state`; the scheduler cache's)."""
     registry = registry if registry is not None else in_tree_registry()
     enabled = gc.isenabled()
     gc.disable()  # a session allocates many short-lived objects among ~10^6 long-lived ones: no full GC passes
     try:
-        return _run(snapshot, conf, registry, uid)
+        return _run(snapshot, conf, registry, uid, shared)
     finally:
         if enabled:
             gc.enable()
 
 
-def _run(snapshot: snapshots.Snapshot, conf: SchedulerConf, registry: Registry, uid: str | None) -> Decisions:
+def _run(snapshot: snapshots.Snapshot, conf: SchedulerConf, registry: Registry, uid: str | None,
+         shared: dict[Hashable, Any] | None) -> Decisions:
     t0 = time.perf_counter()
-    ssn = Session(snapshot, conf, registry, uid=uid)
+    ssn = Session(snapshot, conf, registry, uid=uid, shared=shared)
     t1 = time.perf_counter()
     timings = {"open": t1 - t0}
     for name in conf.actions:

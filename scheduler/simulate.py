@@ -5,7 +5,7 @@ and report what they decided as plain JSON-able data.
      "podgroups": {"ns/name": {"phase": ..., "conditions": [...]}}, "queues": {"name": {"allocated": {...}}},
      "explain": {"ns/pod": [{"node": ..., "fits": ..., "rejected": ..., "admit": ..., "merges": [...]}]}}
 
-`explain` covers the pods still pending after the sessions (`scheduler.plugins.numaaware.explain`).
+`explain` covers the pods still pending after the sessions (`scheduler.placement.explain`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _explain_pending(client: MemoryClient, conf: SchedulerConf, registry: Regist
     """`explain` of every pod still pending after the sessions (per node: fit, first rejection, topology hints)."""
     from lahar.scheduler.framework import snapshot as snapshots
     from lahar.scheduler.framework.session import Session
-    from lahar.scheduler.plugins.numaaware import explain
+    from lahar.scheduler.placement import explain
     from lahar.scheduler.session import list_objects
 
     snap = snapshots.build(**list_objects(client))

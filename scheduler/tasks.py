@@ -135,7 +135,7 @@ class Runner:
                 with self.lease.kept() if self.lease is not None else contextlib.nullcontext():
                     snap = self.cache.snapshot()
                     t1 = time.perf_counter()
-                    decisions = run_session(snap, state.conf, registry=self.registry)
+                    decisions = run_session(snap, state.conf, registry=self.registry, shared=self.cache.shared)
                     result = commits.apply(self.client, decisions, workers=self.workers)
                 t2 = time.perf_counter()
                 self.metrics.observe(decisions, commit=result)

@@ -40,7 +40,7 @@ import heapq
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -303,6 +303,7 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
     finished = 0
     sessions = binds = evictions = 0
     compute_s = 0.0
+    shared: dict[Hashable, Any] = {}  # kept across the ticks, as the scheduler cache keeps it (Session.shared_state)
     tl_t: list[float] = []
     tl_util: dict[str, list[float]] = {res.names[i]: [] for i in shown}
     tl_share: dict[str, list[float]] = {q["metadata"]["name"]: [] for q in queues}
@@ -355,7 +356,7 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
                                    priority_classes=trace.priority_classes, numatopologies=numatopologies,
                                    devices=devices)
             c0 = time.perf_counter()
-            decisions = run_session(snap, conf, registry=registry, uid=f"tick-{sessions}")
+            decisions = run_session(snap, conf, registry=registry, uid=f"tick-{sessions}", shared=shared)
             compute_s += time.perf_counter() - c0
             sessions += 1
             for e in decisions.evictions:

@@ -2,7 +2,7 @@
 the merged hint, the Topology Manager's admit decision and the first reason the node was rejected.
 
 Thin shell: lists the cluster once, opens a scheduling session on it (no action runs, nothing is written) and
-prints `scheduler.plugins.numaaware.explain` for the pod.
+prints `scheduler.placement.explain` for the pod.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from lahar.scheduler.framework import conf as confs
         from lahar.scheduler.framework import snapshot as snapshots
         from lahar.scheduler.framework.session import Session
-        from lahar.scheduler.plugins.numaaware import explain
+        from lahar.scheduler.placement import explain
         from lahar.scheduler.registry import in_tree_registry
         from lahar.scheduler.session import list_objects
 

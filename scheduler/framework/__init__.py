@@ -19,7 +19,10 @@ Pieces:
 - `nodes`: `ResourceIndex` (cpu milli, memory bytes, scalars milli) and `NodeArrays` (node × resource numpy
   matrices: allocatable, idle, used, releasing, pipelined; pods vs max pods).
 - `session.Session`: hook dispatch with Volcano's combination rules, the view mutations, `close()` → `Decisions`
-  (a job nothing changed for since the last session closed it is settled: that result is reused).
+  (a job nothing changed for since the last session closed it is settled: that result is reused); `state(key,
+  factory)` per-session state plugins share (kube-scheduler's CycleState), `shared_state` what the session's owner
+  keeps across sessions; `report_metrics()` collects the plugins' `MetricsReport` into a `hooks.MetricsSink`.
+- `status`: the PodGroup, pod-condition and queue status writes computed from the session's result (pure).
 - `statement.Statement`: the transaction; `discard()` restores the view exactly.
 
 Writing a plugin: a class with `name = "myplugin"`, `__init__(self, arguments)`, optionally
@@ -32,7 +35,7 @@ when the tier's switch for it (e.g. `enableJobOrder`) is not false.
 from __future__ import annotations
 
 from lahar.scheduler.framework.conf import ConfError, PluginOption, SchedulerConf, Tier, default_conf, load
-from lahar.scheduler.framework.hooks import HOOKS, Code, NodeFilter, Status, Vote
+from lahar.scheduler.framework.hooks import HOOKS, Code, MetricsSink, NodeFilter, QueueReport, Status, Vote
 from lahar.scheduler.framework.nodes import NodeArrays, ResourceIndex
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.framework.session import Bind, Decisions, Eviction, PodCondition, PodGroupUpdate, Session
@@ -48,6 +51,7 @@ __all__ = [
     "Eviction",
     "FitErrors",
     "Job",
+    "MetricsSink",
     "Node",
     "NodeArrays",
     "NodeFilter",
@@ -55,6 +59,7 @@ __all__ = [
     "PodCondition",
     "PodGroupUpdate",
     "Queue",
+    "QueueReport",
     "Registry",
     "ResourceIndex",
     "SchedulerConf",

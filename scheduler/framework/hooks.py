@@ -7,7 +7,7 @@ hook over the configured tiers with the combination rule written next to each pr
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ __all__ = [
     "JobReady",
     "JobStarving",
     "JobValid",
+    "MetricsReport",
+    "MetricsSink",
     "NodeFilter",
     "NodeOrder",
     "Overused",
@@ -42,6 +44,7 @@ __all__ = [
     "Preemptable",
     "Preemptive",
     "QueueOrder",
+    "QueueReport",
     "Reclaimable",
     "SessionClose",
     "SessionOpen",
@@ -116,6 +119,42 @@ class SessionOpen(Protocol):
     """Called tier by tier when the session opens; the place to read the snapshot and build plugin state."""
 
     def on_session_open(self, ssn: Session) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReport:
+    """A queue's resources as a plugin sees them (vectors in the session's resource order; None = not known)."""
+
+    allocated: Any = None
+    request: Any = None
+    deserved: Any = None
+    real_capacity: Any = None
+    inqueue: Any = None
+    share: float = 0.0
+
+
+@dataclass(slots=True)
+class MetricsSink:
+    """What plugins report for the session's metrics (`MetricsReport`); `scheduler.metrics.gather` reads it, so
+    metrics never reach into a plugin's attributes. A queue's resources come from the first plugin (tier order)
+    that reports the queue; job shares from the plugin that computes them (drf), with the cluster total."""
+
+    queues: dict[str, QueueReport] = field(default_factory=dict)
+    job_shares: dict[str, tuple[float, Any]] = field(default_factory=dict)  # job uid → (share, allocated vector)
+    total: Any = None
+
+    def queue(self, name: str, report: QueueReport) -> None:
+        self.queues.setdefault(name, report)
+
+    def job_share(self, uid: str, share: float, allocated: Any) -> None:
+        self.job_shares.setdefault(uid, (share, allocated))
+
+
+@runtime_checkable
+class MetricsReport(Protocol):
+    """Called before the session closes, to report queue and job figures into the sink (every plugin)."""
+
+    def report_metrics(self, sink: MetricsSink) -> None: ...
 
 
 @runtime_checkable
@@ -284,6 +323,7 @@ HOOKS: dict[str, tuple[type[Any], str | None]] = {
     "on_session_open": (SessionOpen, None),
     "on_session_close": (SessionClose, None),
     "on_allocate": (EventHandler, None),
+    "report_metrics": (MetricsReport, None),
     "job_order": (JobOrder, "enableJobOrder"),
     "queue_order": (QueueOrder, "enableQueueOrder"),
     "task_order": (TaskOrder, "enableTaskOrder"),

@@ -11,20 +11,18 @@ import functools
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from lahar.scheduler.framework import hooks
 from lahar.scheduler.framework.conf import PluginOption, SchedulerConf
-from lahar.scheduler.framework.hooks import NodeFilter, Status, Vote
+from lahar.scheduler.framework.hooks import MetricsSink, NodeFilter, Status, Vote
 from lahar.scheduler.framework.nodes import EPSILON, RowCache
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.framework.snapshot import (
-    ALLOCATED,
-    TERMINATED,
     FitErrors,
     Job,
     Queue,
@@ -32,9 +30,9 @@ from lahar.scheduler.framework.snapshot import (
     Task,
     TaskStatus,
     node_kind,
-    sum_by_queue,
 )
 from lahar.scheduler.framework.statement import Statement
+from lahar.scheduler.framework.status import PodCondition, PodGroupUpdate, close_job, queue_allocated
 
 __all__ = ["Bind", "Closed", "Decisions", "Eviction", "PodCondition", "PodGroupUpdate", "Session"]
 
@@ -55,29 +53,6 @@ class Eviction:
     uid: str
     reason: str
     job: str
-
-
-@dataclass(slots=True)
-class PodGroupUpdate:
-    """The PodGroup status a session computed; `changed` = differs from the stored one (ignoring times/ids)."""
-
-    namespace: str
-    name: str
-    status: dict[str, Any]
-    changed: bool
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
-
-
-@dataclass(frozen=True, slots=True)
-class PodCondition:
-    """`PodScheduled=False` for a pod left pending (or pipelined, with its nominated node)."""
-
-    namespace: str
-    name: str
-    uid: str
-    reason: str
-    message: str
-    nominated_node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +93,9 @@ class Decisions:
         return {f"{b.namespace}/{b.name}": b.node for b in self.binds}
 
 
+T = TypeVar("T")
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -141,8 +119,12 @@ class Session:
     """Open on a snapshot: builds the plugins of every tier (fresh per session) and calls `on_session_open`."""
 
     def __init__(self, snapshot: Snapshot, conf: SchedulerConf, registry: Registry, *, uid: str | None = None,
-                 now: Callable[[], str] = _now) -> None:
+                 now: Callable[[], str] = _now, shared: dict[Hashable, Any] | None = None) -> None:
         self.uid = uid or str(uuid.uuid4())
+        self._state: dict[Hashable, Any] = {}
+        # state kept across sessions by the session's owner (the scheduler cache, a simulation); a fresh one when
+        # nobody keeps it, so nothing is process-wide
+        self._shared: dict[Hashable, Any] = shared if shared is not None else {}
         self.snapshot = snapshot
         self.conf = conf
         self.registry = registry
@@ -194,6 +176,27 @@ class Session:
                     t0 = time.perf_counter()
                     plugin.on_session_open(self)
                     self.plugin_seconds[f"{plugin.name}:OnSessionOpen"] += time.perf_counter() - t0
+
+    # --- state shared by plugins ----------------------------------------------------------------------------------
+
+    def state(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """This session's value for `key` (kube-scheduler's CycleState): `factory()` on first use, then the same
+        object for every plugin that asks, dropped with the session. Plugins that share work (numa-aware and
+        deviceshare's placement, predicates and nodeorder's pod view) meet here instead of in module globals."""
+        try:
+            return self._state[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._state[key] = factory()
+            return value
+
+    def shared_state(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """Like `state`, but kept by the session's owner across sessions (caches of what is derived from API
+        objects by resourceVersion); per session when the owner keeps none."""
+        try:
+            return self._shared[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._shared[key] = factory()
+            return value
 
     def hooked(self, hook: str) -> Iterator[Any]:
         """The plugins answering `hook`, tier by tier, with their switch on."""
@@ -448,6 +451,15 @@ class Session:
     def record_podgroup_event(self, job: Job, type_: str, reason: str, message: str) -> None:
         job.events.append((type_, reason, message))
 
+    # --- metrics ---------------------------------------------------------------------------------------------------
+
+    def report_metrics(self) -> MetricsSink:
+        """What every plugin reports for the metrics (before close: plugins drop their state there)."""
+        sink = MetricsSink()
+        for p in self.hooked("report_metrics"):
+            p.report_metrics(sink)
+        return sink
+
     # --- close ---------------------------------------------------------------------------------------------------
 
     def close(self) -> Decisions:
@@ -499,66 +511,25 @@ class Session:
         return _CLOSE_KEYS.setdefault(key, key)
 
     def _close_job(self, job: Job, key: tuple[str, ...]) -> None:
+        """The job's status writes (`status.close_job`, pure) into the decisions; kept on the job for the next
+        session to reuse when they wrote nothing and came from nothing only this session had."""
+        got = close_job(job, self.uid)
         d = self.decisions
-        pipelined = {t.key: t.node_name for t in job.index.get(TaskStatus.PIPELINED, {}).values()}
-        if pipelined:
-            d.pipelined.update(pipelined)
-        stored = job.podgroup.get("status")
-        old = dict(stored or {})
-        status = _job_status(self, job, old)
-        changed = _status_changed(status, old)
-        events = list(job.events)
-        pg_unschedulable = status.get("phase") in ("Pending", "Inqueue", "Unknown")
-        if changed and pg_unschedulable and job.min_available > 0 and (job.fit_errors or job.job_fit_error):
-            msg = (f"{job.count(TaskStatus.PENDING)}/{len(job.tasks)} tasks in gang unschedulable: "
-                   f"{job.fit_error()}")
-            events.append(("Warning", "Unschedulable", msg))
-        elif changed and status.get("phase") == "Running" and old.get("phase") != "Running":
-            events.append(("Normal", "Scheduled", "pod group is ready"))
-        update = PodGroupUpdate(job.namespace, job.name, status if changed else old, changed, events)
-        d.podgroups[job.uid] = update
-        base = job.job_fit_error or "all nodes are unavailable"
-        by_role = {job.tasks[uid].role: fe for uid, fe in job.fit_errors.items() if uid in job.tasks}
-        conditions: list[PodCondition] = []
-        for status_ in (TaskStatus.PENDING, TaskStatus.PIPELINED):
-            for t in job.index.get(status_, {}).values():
-                if t.sch_gated:
-                    continue
-                if status_ is TaskStatus.PIPELINED:
-                    reason, msg, nominated = ("Schedulable",
-                                              f"Pod {t.key} can possibly be assigned to {t.node_name} once resource "
-                                              "is released", t.node_name)
-                else:
-                    fe = job.fit_errors.get(t.uid) or by_role.get(t.role)  # skipped by allocate's role cache
-                    reason, msg, nominated = "Unschedulable", (fe.message() if fe else base), ""
-                if _pod_condition_changed(t.pod, reason, msg):
-                    conditions.append(PodCondition(t.namespace, t.name, t.uid, reason, msg, nominated))
-        d.pod_conditions.extend(conditions)
-        if changed or events or job.fit_errors or job.phase != (old.get("phase") or ""):
-            job.closed = None  # a write (with this session's times and ids), or inputs only this session had
+        if got.pipelined:
+            d.pipelined.update(got.pipelined)
+        d.podgroups[job.uid] = got.update
+        d.pod_conditions.extend(got.conditions)
+        if got.reusable:
+            job.closed = Closed(job.version, key, job.phase, job.podgroup.get("status"), got.update,
+                                tuple(got.conditions), got.pipelined, bool(got.conditions or got.pipelined))
         else:
-            job.closed = Closed(job.version, key, job.phase, stored, update, tuple(conditions), pipelined,
-                                bool(conditions or pipelined))
+            job.closed = None  # a write (with this session's times and ids), or inputs only this session had
 
     def _queue_status(self) -> None:
-        """queue.status.allocated: Allocated/Binding/Bound/Running requests, summed up the parent chain."""
-        names = list(self.queues)
-        sums = sum_by_queue(list(self.jobs.values()), names, len(self.resources))
-        alloc = {name: sums[i] for i, name in enumerate(names)}
-        rolled = {name: v.copy() for name, v in alloc.items()}
-        for name, vec in alloc.items():
-            seen = {name}
-            parent = _parent(self.queues, name)
-            while parent and parent in rolled and parent not in seen:
-                rolled[parent] += vec
-                seen.add(parent)
-                parent = _parent(self.queues, parent)
-        for name, vec in rolled.items():
-            rl = self.resources.to_list(vec)
-            self.decisions.queues[name] = rl
-            current = ((self.queues[name].queue.get("status") or {}).get("allocated")) or {}
-            if _normal(current, self.resources) != _normal(rl, self.resources):
-                self.decisions.queues_changed.append(name)
+        """queue.status.allocated (`status.queue_allocated`, pure)."""
+        allocated, changed = queue_allocated(list(self.jobs.values()), self.queues, self.resources)
+        self.decisions.queues.update(allocated)
+        self.decisions.queues_changed.extend(changed)
 
 
 _CLOSE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -579,77 +550,3 @@ def _members(proto: type[Any]) -> tuple[str, ...]:
         names.update(n for n in vars(base) if not n.startswith("_"))
         names.update(getattr(base, "__annotations__", {}))
     return tuple(sorted(names))
-
-
-def _parent(queues: dict[str, Queue], name: str) -> str:
-    q = queues.get(name)
-    if q is None or name == "root":
-        return ""
-    return q.parent or ("root" if "root" in queues else "")
-
-
-def _normal(rl: dict[str, Any], resources: Any) -> dict[str, float]:
-    v = resources.vector(rl)
-    return {n: round(float(v[i]), 3) for i, n in enumerate(resources.names) if abs(v[i]) >= EPSILON}
-
-
-def _job_status(ssn: Session, job: Job, old: dict[str, Any]) -> dict[str, Any]:
-    """Volcano jobStatus(): phase from allocated counts and this session's Unschedulable condition."""
-    status = dict(old)
-    if job.conditions:
-        conditions = [dict(c) for c in old.get("conditions") or []]
-        for ctype, cond in job.conditions.items():
-            for i, c in enumerate(conditions):
-                if c.get("type") == ctype:
-                    conditions[i] = dict(cond)
-                    break
-            else:
-                conditions.append(dict(cond))
-        status["conditions"] = conditions
-    unschedulable = False
-    for c in status.get("conditions") or ():
-        if c.get("type") == "Unschedulable" and c.get("status") == "True" and c.get("transitionID") == ssn.uid:
-            unschedulable = True
-            break
-    running = job.count(TaskStatus.RUNNING)
-    if running and unschedulable:
-        status["phase"] = "Unknown"
-    else:
-        terminated = job.count(*TERMINATED)
-        allocated = job.count(*ALLOCATED) + terminated
-        if allocated >= job.min_available:
-            status["phase"] = "Completed" if terminated == allocated and allocated else "Running"
-        elif job.phase != "Inqueue":
-            status["phase"] = "Pending"
-        else:
-            status["phase"] = "Inqueue"
-    status["running"] = running
-    status["failed"] = job.count(TaskStatus.FAILED)
-    status["succeeded"] = job.count(TaskStatus.SUCCEEDED)
-    return status
-
-
-_IGNORED = ("lastTransitionTime", "transitionID")
-
-
-def _cond_key(c: dict[str, Any]) -> tuple[Any, ...]:
-    return (c.get("type"), c.get("status"), c.get("reason") or "", c.get("message") or "")
-
-
-def _status_changed(new: dict[str, Any], old: dict[str, Any]) -> bool:
-    """Differs in phase, counts or conditions (ignoring transition times and session ids)?"""
-    for k in ("phase", "running", "failed", "succeeded"):
-        if (new.get(k) or 0) != (old.get(k) or 0):
-            return True
-    nc, oc = new.get("conditions") or [], old.get("conditions") or []
-    if len(nc) != len(oc):
-        return True
-    return sorted(map(_cond_key, nc), key=str) != sorted(map(_cond_key, oc), key=str)
-
-
-def _pod_condition_changed(pod: dict[str, Any], reason: str, message: str) -> bool:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled":
-            return not (c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message)
-    return True
-

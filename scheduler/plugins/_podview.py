@@ -1,16 +1,16 @@
 """The pods on nodes as one session sees them, indexed for predicates and nodeorder: per-pod profiles (parsed
 affinity terms, spread constraints, host ports, images), node label columns, and lazily built indexes.
 
-Shared by `plugins/predicates.py` and `plugins/nodeorder.py` through `view_of(ssn)`; kept current by the session's
-allocate/deallocate events (pods placed earlier in the session count; pods evicted in it do not). Indexes are built
-only when a pending pod needs them, so sessions without inter-pod rules or host ports pay nothing.
+Shared by `plugins/predicates.py` and `plugins/nodeorder.py` through `view_of(ssn)` (per-session `ssn.state`);
+kept current by the session's allocate/deallocate events (pods placed earlier in the session count; pods evicted
+in it do not). Indexes are built only when a pending pod needs them, so sessions without inter-pod rules or host
+ports pay nothing.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
@@ -457,13 +457,10 @@ def narrowing(selector: LabelSelector) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-_VIEWS: weakref.WeakKeyDictionary[Session, PodView] = weakref.WeakKeyDictionary()
-
-
 def view_of(ssn: Session, plugin: object) -> PodView:
-    """The session's pod view; the first plugin to ask owns it and forwards the session's events to it."""
-    view = _VIEWS.get(ssn)
-    if view is None:
-        view = _VIEWS[ssn] = PodView(ssn)
+    """The session's pod view (`ssn.state`, dropped with the session); the first plugin to ask owns it and forwards
+    the session's events to it."""
+    view = ssn.state(PodView, lambda: PodView(ssn))
+    if view.owner is None:
         view.owner = plugin
     return view

@@ -1,7 +1,7 @@
 """deviceshare: which concrete devices a task gets on a node — whole GPUs chosen link-aware, vGPU slices, MIG
 devices, RDMA VFs paired with the GPUs under one PCIe switch — and the annotations that tell the node side.
 
-Sits on the per-session `Placement` shared with numa-aware (scheduler/plugins/_shared/placement.py): the devices are hint
+A thin plugin over the per-session `scheduler.placement.Placement` shared with numa-aware: the devices are hint
 providers there, so GPUs, VFs and CPUs are merged under the node's (or the task's stricter) Topology Manager policy
 and land on the same NUMA node where the policy demands it. The device decisions travel as pod annotations with the
 bind (`Decisions.annotations`): Koordinator `scheduling.koordinator.sh/device-allocated`, Volcano / HAMi vGPU
@@ -27,8 +27,7 @@ from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
 from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.snapshot import Task
-from lahar.scheduler.plugins._shared.placement import Placement, placement
-from lahar.scheduler.plugins._shared.plans import cached, placed_pods
+from lahar.scheduler.placement import DerivedCache, Placement, derived, placed_pods, placement
 from lahar.scheduler.topology import TopologyHint, hints
 
 if TYPE_CHECKING:
@@ -154,6 +153,7 @@ class DeviceShare:
         self.vgpu_enable = str(args.get("deviceshare.VGPUEnable", True)).lower() != "false"
         self._nodes: dict[int, NodeDevices | None] = {}
         self.placement: Placement | None = None
+        self._derived = DerivedCache()  # the session owner's, from on_session_open
         self.node_names: list[str] = []
         self._requests: dict[str, requests_.DeviceRequest | None] = {}
         self.now = int(time.time())
@@ -163,6 +163,7 @@ class DeviceShare:
     def on_session_open(self, ssn: Session) -> None:
         self.placement = placement(ssn)
         self.placement.devices = self
+        self._derived = derived(ssn)
         self._ssn = ssn
         self.node_names = [n.name for n in ssn.nodes]
         self._nodes: dict[int, NodeDevices | None] = {}
@@ -186,7 +187,7 @@ class DeviceShare:
             raw = (n.node.get("metadata") or {}).get("annotations", {}).get(inventories.GPU_TOPOLOGY_ANNOTATION)
             scores = self._scores.get(raw) if raw else {}
             if scores is None:
-                scores = cached("gpu-scores", n.name, (n.node,), lambda: _pair_scores(raw))
+                scores = self._derived.get("gpu-scores", n.name, (n.node,), lambda: _pair_scores(raw))
                 self._scores[raw] = scores
             if pods:
                 base = inventories.usage(pods)
@@ -205,7 +206,8 @@ class DeviceShare:
         # CPUs are the numa-aware side's: the Numatopology is not parsed again here
         device = self._ssn.snapshot.extras.get("devices", {}).get(n.name)
         try:
-            return cached("inventory", n.name, (n.node, device), lambda: inventories.inventory(n.node, device, None))
+            return self._derived.get("inventory", n.name, (n.node, device),
+                                     lambda: inventories.inventory(n.node, device, None))
         except (ValueError, TypeError, KeyError):
             return None
 
@@ -233,11 +235,11 @@ class DeviceShare:
         if self.placement is not None:
             self.placement.on_deallocate(task)
 
-    # --- DeviceSide (numaaware.Placement) -------------------------------------------------------------------------
+    # --- DeviceSide (placement.Placement) ---------------------------------------------------------------------------
 
     def device_request(self, task: Task) -> requests_.DeviceRequest | None:
         if task.uid not in self._requests:
-            req = cached("device-request", task.uid, (task.pod,), lambda: requests_.parse(task.pod))
+            req = self._derived.get("device-request", task.uid, (task.pod,), lambda: requests_.parse(task.pod))
             self._requests[task.uid] = None if req.empty and not req.errors else req
         return self._requests[task.uid]
 

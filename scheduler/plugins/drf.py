@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from lahar.kube.models import labels
+from lahar.scheduler.framework.hooks import MetricsSink
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task
@@ -130,6 +131,11 @@ class Drf:
         self.requests: dict[str, np.ndarray] = {}
 
     # --- session ---------------------------------------------------------------------------------------------
+
+    def report_metrics(self, sink: MetricsSink) -> None:
+        sink.total = self.total
+        for uid, a in self.attrs.items():
+            sink.job_share(uid, a.share, a.allocated)
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn

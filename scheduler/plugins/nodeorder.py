@@ -26,7 +26,12 @@ from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.plugins import _affinity, _spread
 from lahar.scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
-from lahar.scheduler.plugins._shared.nodematch import node_selector_terms_mask, static_masks, taint_groups, tolerates
+from lahar.scheduler.plugins._shared.nodematch import (
+    node_selector_terms_mask,
+    static_masks,
+    taint_groups,
+    untolerated_prefer_no_schedule,
+)
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -280,11 +285,9 @@ class NodeOrder:
             return self._taints[key]
         view = self.view
         assert view is not None
-        tols = [t for t in prof.tolerations if not t.get("effect") or t.get("effect") == "PreferNoSchedule"]
         out: np.ndarray | None = None
         for taints, idx in taint_groups(view):
-            c = sum(1 for t in taints if t.get("effect") == "PreferNoSchedule"
-                    and not any(tolerates(tol, t) for tol in tols))
+            c = untolerated_prefer_no_schedule(taints, prof.tolerations)
             if c:
                 if out is None:
                     out = np.zeros(view.n, dtype=np.float64)

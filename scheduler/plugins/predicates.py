@@ -32,7 +32,6 @@ from lahar.scheduler.plugins._shared.nodematch import (
     match_node_selector_terms,
     node_selector_terms_mask,
     static_masks,
-    tolerates,
     untolerated_taint,
 )
 
@@ -47,7 +46,6 @@ __all__ = [
     "match_node_selector_terms",
     "node_selector_terms_mask",
     "static_masks",
-    "tolerates",
     "untolerated_taint",
 ]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import Vote
+from lahar.scheduler.framework.hooks import MetricsSink, QueueReport, Vote
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import ALLOCATED, Job, Queue, Task, TaskStatus, sum_by_queue
@@ -86,6 +86,11 @@ class Proportion:
         self.arguments = dict(arguments or {})
         self.ssn: Session | None = None
         self.attrs: dict[str, QueueAttr] = {}
+
+    def report_metrics(self, sink: MetricsSink) -> None:
+        for name, a in self.attrs.items():
+            sink.queue(name, QueueReport(allocated=a.allocated, request=a.request, deserved=a.deserved,
+                                         real_capacity=a.real_capability, inqueue=a.inqueue, share=a.share))
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn

@@ -1,3 +1,3 @@
-"""Helpers the scheduler plugins share (exempt from the plugins' independence contract): the NUMA topology
-emulation and per-session placement (numa-aware, deviceshare) and the static node matchers (predicates, nodeorder).
+"""Helpers the scheduler plugins share (exempt from the plugins' independence contract): the static node matchers
+of predicates and nodeorder. The placement numa-aware and deviceshare share is its own package, `scheduler.placement`.
 """

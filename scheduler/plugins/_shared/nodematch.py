@@ -1,5 +1,6 @@
-"""Static node matchers (pure, numpy over all nodes): tolerations against taints, node selector terms and
-required node affinity, and the per-pod-signature static masks.
+"""Static node matchers (pure, numpy over all nodes): tolerations against taints (one toleration against one taint
+is `kube.podspec.toleration_tolerates`), node selector terms and required node affinity, and the per-pod-signature
+static masks.
 
 Shared by the predicates and nodeorder plugins; plugins import it, never each other.
 """
@@ -7,12 +8,13 @@ Shared by the predicates and nodeorder plugins; plugins import it, never each ot
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from lahar.kube import podspec
 from lahar.scheduler.framework.snapshot import Node
 from lahar.scheduler.plugins._podview import _INT, PodProfile, PodView
 
@@ -23,30 +25,34 @@ POD_NUMBER_EXCEEDED = TOO_MANY_PODS
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 Toleration.ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Exists":
-        return True
-    if op == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
+def _mappings(tolerations: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The well-formed entries of a pod's tolerations (a malformed one tolerates nothing, as in `kube.podspec`)."""
+    return [t for t in tolerations or () if isinstance(t, Mapping)]
 
 
-def untolerated_taint(taints: list[Mapping[str, Any]], tolerations: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The first NoSchedule/NoExecute taint no toleration covers."""
+def untolerated_taint(taints: list[Mapping[str, Any]], tolerations: Iterable[Any]) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint no toleration covers (kube-scheduler TaintToleration Filter)."""
+    tols = _mappings(tolerations)
     for taint in taints:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if not any(tolerates(t, taint) for t in tolerations):
+        if not any(podspec.toleration_tolerates(t, taint) for t in tols):
             return taint
     return None
+
+
+def untolerated_prefer_no_schedule(taints: list[Mapping[str, Any]], tolerations: Iterable[Any]) -> int:
+    """How many PreferNoSchedule taints the tolerations with no effect or PreferNoSchedule leave uncovered
+    (kube-scheduler TaintToleration Score, `countIntolerableTaintsPreferNoSchedule`)."""
+    tols = [t for t in _mappings(tolerations) if not t.get("effect") or t.get("effect") == "PreferNoSchedule"]
+    return sum(1 for taint in taints if taint.get("effect") == "PreferNoSchedule"
+               and not any(podspec.toleration_tolerates(t, taint) for t in tols))
+
+
+def tolerates_unschedulable(tolerations: Iterable[Any]) -> bool:
+    """Whether the tolerations cover the `node.kubernetes.io/unschedulable:NoSchedule` taint (NodeUnschedulable)."""
+    taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+    return any(podspec.toleration_tolerates(t, taint) for t in _mappings(tolerations))
 
 
 def _valid(req: Mapping[str, Any]) -> bool:
@@ -195,7 +201,7 @@ def static_masks(view: PodView, prof: PodProfile) -> StaticMasks:
                 reason = np.full(n, None, dtype=object)
             reason[idx] = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
     unschedulable_ok = np.ones(n, dtype=bool)
-    if not any(tolerates(t, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in prof.tolerations):
+    if not tolerates_unschedulable(prof.tolerations):
         unschedulable_ok = np.fromiter((not node.unschedulable for node in view.nodes), dtype=bool, count=n)
     out = StaticMasks(affinity_ok, taints_ok, reason, unschedulable_ok)
     view._cache[key] = (0, out)

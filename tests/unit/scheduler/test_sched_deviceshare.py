@@ -16,8 +16,8 @@ from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.statement import Statement
+from lahar.scheduler.placement import placement
 from lahar.scheduler.plugins.deviceshare import DevicePlan, DeviceShare
-from lahar.scheduler.plugins.numaaware import placement
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.topology import hints
 from tests.builders import pod, podgroup, queue, tiers_conf

@@ -199,3 +199,36 @@ def test_fresh_registries_are_independent() -> None:
     a.job_retries.labels("j").inc()
     assert "volcano_job_retry_counts{" not in generate_latest(b.registry).decode()
     assert 'volcano_job_retry_counts{job_id="j"} 1.0' in generate_latest(a.registry).decode()
+
+
+class _Reporter:
+    """A plugin that reports a queue through the MetricsReport hook, and carries an `attrs` nobody may read."""
+
+    name = "proportion"  # the name metrics used to look up, to prove the name no longer matters
+
+    def __init__(self, arguments: object = None, *, report: bool = True) -> None:
+        self.attrs = {"q1": SimpleNamespace(allocated=[5000.0, 0.0], request=None, deserved=None,
+                                            real_capability=None, inqueue=None, share=0.9)}
+        if not report:
+            self.report_metrics = None  # type: ignore[assignment]
+
+    def report_metrics(self, sink: object) -> None:
+        from lahar.scheduler.framework.hooks import QueueReport
+        sink.queue("q1", QueueReport(allocated=[3000.0, 0.0], share=0.25))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("report", "want"), [(True, (3000.0, 0.25)), (False, None)],
+                         ids=["reported-through-the-hook", "plugin-attributes-are-not-read"])
+def test_queue_metrics_come_from_the_report_hook(report: bool, want: tuple[float, float] | None) -> None:
+    from lahar.scheduler.framework import conf as confs
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.framework.registry import Registry
+    from lahar.scheduler.framework.session import Session
+    from lahar.scheduler.metrics import gather, sample_key
+
+    registry = Registry().add_plugin("proportion", lambda a: _Reporter(a, report=report))
+    c = confs.load(tiers_conf("", ["proportion"]), actions=registry.action_names, plugins=registry.plugin_names)
+    snap = snapshots.build(queues=[queue("q1").build()])
+    out = gather(Session(snap, c, registry, uid="s"))
+    got = out.get(sample_key("queue_allocated_milli_cpu", "q1"))
+    assert (None if got is None else (got, out[sample_key("queue_share", "q1")])) == want

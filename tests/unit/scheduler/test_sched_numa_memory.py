@@ -14,18 +14,11 @@ from lahar.devcluster import profiles
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.plugins.numaaware import (
-    NUMA_MEMORY_ANNOTATION,
-    Placement,
-    container_memory_requests,
-    decision_annotation,
-    explain,
-    node_topology,
-    placement,
-    take_memory,
-)
+from lahar.scheduler.placement import Placement, explain, placement
+from lahar.scheduler.placement.numatopology import NUMA_MEMORY_ANNOTATION, decision_annotation, node_topology
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.topology import hints
+from lahar.scheduler.topology.memory import container_memory_requests, take_memory
 from tests.builders import guaranteed_pod as gpod
 from tests.builders import node, pod, podgroup, queue, tiers_conf
 

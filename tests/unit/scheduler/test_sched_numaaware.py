@@ -12,21 +12,19 @@ import pytest
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.plugins import numaaware
-from lahar.scheduler.plugins.numaaware import (
+from lahar.scheduler.placement import placement
+from lahar.scheduler.placement.numatopology import (
     NodeTopology,
-    container_cpu_requests,
     decision_annotation,
     effective_policy,
-    is_guaranteed,
     node_topology,
     normalize_reverse,
-    placement,
-    take_cpus,
 )
+from lahar.scheduler.plugins import numaaware
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_session
 from lahar.scheduler.topology import TopologyHint, hints
+from lahar.scheduler.topology.cpus import container_cpu_requests, is_guaranteed, take_cpus
 from tests.builders import guaranteed_pod as gpod
 from tests.builders import node, podgroup, queue, tiers_conf
 
@@ -304,7 +302,7 @@ GROUP_CASES = [
 def test_group_is_np_unique_without_the_sort(values: list[int]) -> None:
     import numpy as np
 
-    from lahar.scheduler.plugins._shared.placement import _group
+    from lahar.scheduler.placement.placement import _group
     arr = np.array(values, dtype=np.int64)
     first, inverse = _group(arr)
     classes = np.unique(arr)
@@ -314,7 +312,8 @@ def test_group_is_np_unique_without_the_sort(values: list[int]) -> None:
 
 
 def test_cached_reuses_by_resource_version_and_recomputes_without_one() -> None:
-    from lahar.scheduler.plugins.numaaware import cached
+    from lahar.scheduler.placement import DerivedCache
+    cached = DerivedCache().get
     calls: list[int] = []
 
     def compute() -> int:
@@ -338,7 +337,7 @@ def test_cached_reuses_by_resource_version_and_recomputes_without_one() -> None:
 ])
 def test_nodes_of_one_shape_share_a_class_across_sessions_with_resource_versions(annotations: dict[str, str],
                                                                                  classes: int) -> None:
-    from lahar.scheduler.plugins.numaaware import Placement
+    from lahar.scheduler.placement import Placement
     nodes = [node(f"n{i}").alloc("8", "16Gi") for i in range(3)]
     topos = [numatopo(f"n{i}") for i in range(3)]
     for i, o in enumerate([*(n.obj for n in nodes), *topos]):

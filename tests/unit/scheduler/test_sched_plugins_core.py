@@ -28,7 +28,21 @@ TOLERATIONS = [
 
 @pytest.mark.parametrize(("tol", "taint", "ok"), [t[1:] for t in TOLERATIONS], ids=[t[0] for t in TOLERATIONS])
 def test_tolerates(tol: dict[str, Any], taint: dict[str, Any], ok: bool) -> None:
-    assert predicates.tolerates(tol, taint) is ok
+    assert (predicates.untolerated_taint([taint], [tol]) is None) is ok
+
+
+@pytest.mark.parametrize("tolerations", [
+    [None, {"operator": "Exists"}],
+    ["k=v:NoSchedule", {"operator": "Exists"}],
+], ids=["null-entry", "string-entry"])
+def test_malformed_toleration_entries_tolerate_nothing_and_crash_nothing(tolerations: list[Any]) -> None:
+    """A toleration list entry that is no object tolerates nothing (kube.podspec's rule) instead of raising in
+    the predicates' filter or nodeorder's PreferNoSchedule score; the well-formed entry still tolerates."""
+    p = pod("p1").req(cpu="1").group("pg1")
+    p.obj["spec"]["tolerations"] = tolerations
+    d = run(pods=[p], nodes=[node("n1").alloc("4", "8Gi").taint("k", "v").taint("soft", effect="PreferNoSchedule")],
+            podgroups=[podgroup("pg1").min(1).queue("c1")], queues=[queue("c1")])
+    assert d.bind_map() == {"c1/p1": "n1"}
 
 
 def test_prefer_no_schedule_is_not_a_filter() -> None:

@@ -1,46 +1,37 @@
 """The per-session `Placement` shared by the numa-aware and deviceshare plugins: it plans every (task, node) pair —
 hints, the kubelet-exact merge, concrete CPUs, memory and devices — and holds the session's NUMA reservations.
 
-Sits between the snapshot (Volcano `Numatopology` objects) and the bind; plugins reach it with `placement(ssn)`.
+Sits between the snapshot (Volcano `Numatopology` objects) and the bind; plugins reach it with `placement(ssn)`
+(per-session `ssn.state`); what it derives from API objects is cached by the session's owner (`caches.derived`).
 """
 
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.snapshot import Task
-from lahar.scheduler.plugins._shared.numatopology import (
+from lahar.scheduler.placement.caches import derived
+from lahar.scheduler.placement.numatopology import (
     NUMA_POLICY_ANNOTATION,
     NodeTopology,
-    container_cpu_requests,
-    container_memory_requests,
-    cpuset_text,
     effective_policy,
     held_cpus,
     held_memory,
-    init_cpu_requests,
     memory_reason,
     node_topology,
     normalize_reverse,
-    numa_machine,
     numa_reason,
     quantity_text,
-    short_memory,
-    subtract_held,
-    take_cpus,
-    take_memory,
 )
-from lahar.scheduler.plugins._shared.plans import (
+from lahar.scheduler.placement.plans import (
     ClassTable,
     DeviceSide,
     Plan,
     Rejection,
-    cached,
     node_fingerprint,
     placed_pods,
     task_signature,
@@ -53,20 +44,23 @@ from lahar.scheduler.topology import (
     hints,
     merge,
 )
+from lahar.scheduler.topology.cpus import container_cpu_requests, cpuset_text, init_cpu_requests, take_cpus
+from lahar.scheduler.topology.memory import (
+    container_memory_requests,
+    numa_machine,
+    short_memory,
+    subtract_held,
+    take_memory,
+)
 
 if TYPE_CHECKING:
     from lahar.scheduler.framework.nodes import NodeArrays
     from lahar.scheduler.framework.session import Session
 
-_PLACEMENTS: weakref.WeakKeyDictionary[Any, Placement] = weakref.WeakKeyDictionary()
-
-
 def placement(ssn: Session) -> Placement:
-    """The session's placement (created on first use by whichever plugin opens first)."""
-    p = _PLACEMENTS.get(ssn)
-    if p is None:
-        p = _PLACEMENTS[ssn] = Placement(ssn)
-    return p
+    """The session's placement (`ssn.state`: created on first use by whichever plugin opens first, dropped with
+    the session)."""
+    return ssn.state(Placement, lambda: Placement(ssn))
 
 
 class Placement:
@@ -75,6 +69,7 @@ class Placement:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
+        self.derived = derived(ssn)
         self.cpu_side = False  # numa-aware enabled: CPUs are planned and the task policy is honoured
         self.devices: DeviceSide | None = None
         nodes = ssn.nodes
@@ -86,7 +81,8 @@ class Placement:
         self._free_memory: dict[int, dict[int, dict[str, int]]] = {}
         # node equivalence classes: nodes with the same fingerprint (inventory and pods, names and UUIDs aside)
         # and the same tasks reserved this session get the same plan, so one node per class is planned
-        self.shape = [node_fingerprint(n, self._numatopos.get(n.name), devices.get(n.name)) for n in nodes]
+        self.shape = [node_fingerprint(n, self._numatopos.get(n.name), devices.get(n.name), self.derived)
+                      for n in nodes]
         # what this session reserved on each node, as node-agnostic keys (CPU ids, GPU indices, VF bus ids, ...):
         # two nodes of one shape holding the same reservations are in the same state
         self.held: list[dict[Any, int]] = [{} for _ in nodes]
@@ -136,7 +132,7 @@ class Placement:
             topo = None
             if obj is not None:
                 try:
-                    topo = cached("topology", n.name, (obj, n.node), lambda: node_topology(obj, n.node))
+                    topo = self.derived.get("topology", n.name, (obj, n.node), lambda: node_topology(obj, n.node))
                 except (ValueError, TypeError):
                     topo = None
             self._topologies[node] = topo
@@ -191,8 +187,8 @@ class Placement:
     def signature(self, task: Task) -> str:
         sig = self.signatures.get(task.uid)
         if sig is None:
-            sig = self.signatures[task.uid] = cached("signature", task.uid, (task.pod,),
-                                                     lambda: task_signature(task))
+            sig = self.signatures[task.uid] = self.derived.get("signature", task.uid, (task.pod,),
+                                                                   lambda: task_signature(task))
         return sig
 
     def evaluate(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:

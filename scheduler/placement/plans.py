@@ -1,7 +1,7 @@
-"""The pieces of a (task, node) placement plan and the caches under it: `Plan`, `Rejection`, the `DeviceSide`
-protocol deviceshare implements, the cross-session derived-object cache and the per-class plan tables.
+"""The pieces of a (task, node) placement plan: `Plan`, `Rejection`, the `DeviceSide` protocol deviceshare
+implements, node fingerprints (node equivalence classes), task signatures and the per-class plan tables.
 
-Used by `placement.Placement`; shared by the numa-aware and deviceshare plugins.
+Part of `scheduler.placement`, used by `placement.Placement`.
 """
 
 from __future__ import annotations
@@ -10,34 +10,30 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
 from lahar.scheduler.devices import inventory as inventories
 from lahar.scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
-from lahar.scheduler.plugins._shared.numatopology import (
+from lahar.scheduler.placement.caches import DerivedCache
+from lahar.scheduler.placement.numatopology import (
     ALLOCATION_ANNOTATION,
     DISTANCES_ANNOTATION,
     NUMA_MEMORY_ANNOTATION,
     OPTIONS_ANNOTATION,
     SCOPE_ANNOTATION,
     TOPOLOGY_DECISION_ANNOTATION,
-    cpuset_text,
     decision_annotation,
 )
 from lahar.scheduler.topology import (
     NONE,
     TopologyHint,
 )
-
-if TYPE_CHECKING:
-    pass
-
-# --- the per-session placement shared by numa-aware and deviceshare --------------------------------------------------
+from lahar.scheduler.topology.cpus import cpuset_text
 
 
 @dataclass(frozen=True)
@@ -106,36 +102,7 @@ class DeviceSide(Protocol):
     def device_annotations(self, task: Task, node: int, plan: Any) -> dict[str, str]: ...
 
 
-
-
 _UUID = re.compile(r"GPU-[0-9a-fA-F-]{8,}")
-
-
-_CACHE_LIMIT = 200_000
-# cross-session caches keyed by (kind, name, resourceVersions): an object with the same resourceVersion has the same
-# content (the API server's contract), so what is derived from it is computed once, not at every session open
-_STATIC: dict[Any, Any] = {}
-
-
-def _rv(obj: Mapping[str, Any] | None) -> str | None:
-    if obj is None:
-        return ""
-    return (obj.get("metadata") or {}).get("resourceVersion") or None
-
-
-def cached(kind: str, name: str, objs: Sequence[Mapping[str, Any] | None], compute: Any) -> Any:
-    """`compute()` once per (kind, name, resourceVersion of each of `objs`) across sessions; computed every time
-    when an object carries no resourceVersion (hand-built snapshots: no way to tell a change)."""
-    rvs = tuple(_rv(o) for o in objs)
-    if None in rvs:
-        return compute()
-    key = (kind, name, rvs)
-    hit = _STATIC.get(key, _STATIC)
-    if hit is _STATIC:
-        if len(_STATIC) >= _CACHE_LIMIT:
-            _STATIC.clear()
-        hit = _STATIC[key] = compute()
-    return hit
 
 
 def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] | None,
@@ -154,17 +121,18 @@ def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] 
                  repr(ann.get(DISTANCES_ANNOTATION))))
 
 
-def node_fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None) -> Any:
+def node_fingerprint(node: Any, numatopology: Mapping[str, Any] | None, device: Mapping[str, Any] | None,
+                     cache: DerivedCache) -> Any:
     """What a plan on the node depends on, names and GPU UUIDs aside: allocatable, device annotations, the
     Numatopology and Device specs, and the pods already there: a node with a pod that holds CPUs, memory or devices
     we can see (its annotations, extended resources) is its own class; pods that hold nothing NUMA-placed
     (DaemonSets, CPU-only pods of other schedulers) leave the node in its class. The inventory part is cached
-    across sessions by resourceVersions (`cached`)."""
+    across sessions by resourceVersions (`cache`)."""
     for t in placed_pods(node):
-        if cached("holds", t.uid, (t.pod,), lambda t=t: _holds_topology(t.pod)):
+        if cache.get("holds", t.uid, (t.pod,), lambda t=t: _holds_topology(t.pod)):
             return ("node", node.name)
     obj = node.node
-    return cached("fingerprint", node.name, (obj, numatopology, device),
+    return cache.get("fingerprint", node.name, (obj, numatopology, device),
                   lambda: _static_fingerprint(obj, numatopology, device))
 
 
