@@ -8,6 +8,7 @@ the commands are thin shells: flags as vcctl spells them, one API call, a table 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,12 +22,14 @@ from lahar.commands.vc import _CONTEXT, _KUBECONFIG, _OUTPUT
 from lahar.kube import durations
 
 __all__ = ["JOBFLOW_COLUMNS", "JOBTEMPLATE_COLUMNS", "POD_COLUMNS", "PODGROUP_COLUMNS", "jobflow_rows",
-           "jobtemplate_rows", "pod_rows", "pod_status", "podgroup_rows", "register", "select_pods", "yaml_docs"]
+           "describe_text", "jobtemplate_rows", "pod_rows", "pod_status", "podgroup_rows", "register", "select_pods",
+           "yaml_docs"]
 
 pod_app = typer.Typer(no_args_is_help=True, help="Pods created by Volcano Jobs: list (vcctl pod).")
 podgroup_app = typer.Typer(no_args_is_help=True, help="PodGroups: list, get.")
-jobflow_app = typer.Typer(no_args_is_help=True, help="JobFlows: create, list, get, delete (vcctl jobflow).")
-jobtemplate_app = typer.Typer(no_args_is_help=True, help="JobTemplates: create, list, get, delete (vcctl jobtemplate).")
+jobflow_app = typer.Typer(no_args_is_help=True, help="JobFlows: create, list, get, describe, delete (vcctl jobflow).")
+jobtemplate_app = typer.Typer(no_args_is_help=True,
+                              help="JobTemplates: create, list, get, describe, delete (vcctl jobtemplate).")
 
 POD_COLUMNS = ("Name", "Ready", "Status", "Restart", "Age")
 PODGROUP_COLUMNS = ("Name", "Status", "MinMember", "Runnings", "Age")
@@ -230,6 +233,20 @@ def yaml_docs(text: str, kind: str) -> list[dict[str, Any]]:
         meta["namespace"] = meta.get("namespace") or "default"
         out.append(doc)
     return out
+
+
+def describe_text(objects: list[Mapping[str, Any]], fmt: str) -> str:
+    """vcctl jobflow|jobtemplate describe: each object without its managedFields, as YAML (default) or JSON
+    (2-space indent), separated by a blank line; any other format is an error naming the allowed ones."""
+    if fmt not in ("yaml", "json"):
+        raise ValueError(f"unsupported format {fmt!r}: use yaml or json")
+    parts = []
+    for obj in objects:
+        meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+        doc = {**obj, "metadata": meta}
+        parts.append(json.dumps(doc, indent=2) + "\n" if fmt == "json"
+                     else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
+    return "\n\n".join(parts)
 
 
 # --- shells --------------------------------------------------------------------------------------------------------
@@ -462,3 +479,45 @@ def jobtemplate_delete(ctx: typer.Context, template_name: str | None = typer.Arg
     """Delete a job template, or the job templates of a YAML file."""
     _delete(ctx, file, template_name, name, namespace, "JobTemplate", "jobtemplates", kubeconfig, context,
             "job template name must be specified")
+
+
+def _describe(ctx: typer.Context, positional: str | None, name: str, namespace: str, fmt: str, kind: str,
+              plural: str, kubeconfig: Path | None, context: str | None) -> None:
+    """vcctl's describe: one object by name, else every one in the namespace, in full."""
+    if fmt not in ("yaml", "json"):
+        raise typer.BadParameter(f"unsupported format {fmt!r}: use yaml or json", param_hint="'--format' / '-o'")
+    name = positional or name
+    with vc._client(ctx, kubeconfig, context) as client, vc._api_errors():
+        rt = vc._rt(client, *_FLOW, plural)
+        items = [client.get(rt, name, namespace=namespace)] if name else client.list(rt, namespace=namespace)["items"]
+    if not items:
+        typer.echo("No resources found")
+        return
+    for obj in items:
+        obj.setdefault("apiVersion", "flow.volcano.sh/v1alpha1")
+        obj.setdefault("kind", kind)
+    sys.stdout.write(describe_text(sorted(items, key=lambda o: o["metadata"]["name"]), fmt))
+
+
+_FORMAT = typer.Option("yaml", "--format", "-o", help="The format of output: yaml or json.")
+
+
+@jobflow_app.command("describe")
+def jobflow_describe(ctx: typer.Context, flow_name: str | None = typer.Argument(None, metavar="[NAME]"),
+                     name: str = typer.Option("", "--name", "-N", help="The name of jobflow (default: all)."),
+                     namespace: str = typer.Option("default", "--namespace", "-n", help="The namespace of jobflow."),
+                     fmt: str = _FORMAT,
+                     kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
+    """Print a jobflow (or every jobflow of the namespace) in full."""
+    _describe(ctx, flow_name, name, namespace, fmt, "JobFlow", "jobflows", kubeconfig, context)
+
+
+@jobtemplate_app.command("describe")
+def jobtemplate_describe(ctx: typer.Context, template_name: str | None = typer.Argument(None, metavar="[NAME]"),
+                         name: str = typer.Option("", "--name", "-N", help="The name of job template (default: all)."),
+                         namespace: str = typer.Option("default", "--namespace", "-n",
+                                                       help="The namespace of job template."),
+                         fmt: str = _FORMAT,
+                         kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT) -> None:
+    """Print a job template (or every one of the namespace) in full."""
+    _describe(ctx, template_name, name, namespace, fmt, "JobTemplate", "jobtemplates", kubeconfig, context)

@@ -198,6 +198,23 @@ def test_yaml_docs_defaults_namespace_and_skips_empty_documents() -> None:
     assert [(d["kind"], d["metadata"]["namespace"]) for d in docs] == [("JobFlow", "default"), ("JobFlow", "x")]
 
 
+@pytest.mark.parametrize(("fmt", "objects", "want"), [
+    ("yaml", [{"kind": "JobFlow", "metadata": {"name": "a", "managedFields": [{"manager": "x"}]}}],
+     "kind: JobFlow\nmetadata:\n  name: a\n"),
+    ("json", [{"kind": "JobFlow", "metadata": {"name": "a"}}],
+     '{\n  "kind": "JobFlow",\n  "metadata": {\n    "name": "a"\n  }\n}\n'),
+    ("yaml", [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}],
+     "metadata:\n  name: a\n\n\nmetadata:\n  name: b\n"),
+], ids=["yaml-without-managed-fields", "json-two-space", "several-blank-line-apart"])
+def test_describe_text(fmt: str, objects: list, want: str) -> None:
+    assert vcgroups.describe_text(objects, fmt) == want
+
+
+def test_describe_text_refuses_other_formats() -> None:
+    with pytest.raises(ValueError, match="unsupported format 'wide': use yaml or json"):
+        vcgroups.describe_text([], "wide")
+
+
 # -- commands against the in-memory cluster --------------------------------------------------------------------------
 
 
@@ -261,6 +278,8 @@ def test_jobtemplate_create_list_get_delete(client: MemoryClient, tmp_path: Path
     assert len(run(client, "jobtemplate", "list", "-A").output.splitlines()) == 3
     assert run(client, "jobtemplate", "get", "-N", "b", "-n", "team").output.splitlines()[1].split() == ["b", "team"]
     assert yaml.safe_load(run(client, "jobtemplate", "get", "a", "-o", "yaml").stdout)["kind"] == "JobTemplate"
+    assert yaml.safe_load(run(client, "jobtemplate", "describe", "b", "-n", "team").stdout)["metadata"]["name"] == "b"
+    assert run(client, "jobtemplate", "describe", "-n", "empty").output == "No resources found\n"
     assert run(client, "jobtemplate", "delete", "-N", "a").output == "Deleted JobTemplate: default/a\n"
     res = run(client, "jobtemplate", "delete", "-f", str(path))
     assert res.exit_code == 1
@@ -277,6 +296,11 @@ def test_jobflow_create_list_get_delete(client: MemoryClient, tmp_path: Path) ->
     assert run(client, "jobflow", "get", "f").output.splitlines()[1].split()[:2] == ["f", "default"]
     assert json.loads(run(client, "jobflow", "get", "f", "-o", "json").stdout)["spec"]["flows"][1]["name"] == "b"
     assert run(client, "jobflow", "list", "-o", "name").output == "jobflow.flow.volcano.sh/f\n"
+    described = yaml.safe_load(run(client, "jobflow", "describe", "-N", "f").stdout)
+    assert (described["kind"], described["spec"]["jobRetainPolicy"]) == ("JobFlow", "retain")
+    assert json.loads(run(client, "jobflow", "describe", "-o", "json").stdout)["metadata"]["name"] == "f"
+    bad = run(client, "jobflow", "describe", "-o", "wide")
+    assert bad.exit_code == 2 and "unsupported format 'wide'" in bad.output
     assert run(client, "jobflow", "delete", "-f", str(path)).output == "Deleted JobFlow: default/f\n"
     assert run(client, "jobflow", "list").output == "No resources found\n"
 
@@ -371,7 +395,8 @@ def test_the_wheel_has_the_short_console_scripts() -> None:
 @pytest.mark.parametrize("args", [["pod", "list"], ["podgroup", "list"], ["podgroup", "get"], ["jobflow", "create"],
                                   ["jobflow", "list"], ["jobflow", "get"], ["jobflow", "delete"],
                                   ["jobtemplate", "create"], ["jobtemplate", "list"], ["jobtemplate", "get"],
-                                  ["jobtemplate", "delete"]], ids=lambda a: "-".join(a))
+                                  ["jobtemplate", "delete"], ["jobflow", "describe"], ["jobtemplate", "describe"]],
+                         ids=lambda a: "-".join(a))
 def test_every_group_command_takes_kubeconfig_and_context(args: list[str]) -> None:
     res = CliRunner().invoke(app, [*args, "--help"])
     assert res.exit_code == 0 and "--context" in res.output and "--kubeconfig" in res.output
