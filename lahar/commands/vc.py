@@ -25,7 +25,7 @@ from rich.table import Table
 
 from lahar.kube import durations
 
-__all__ = ["OUTPUTS", "check_output", "filter_jobs", "job_rows", "printed", "queue_rows", "register"]
+__all__ = ["OUTPUTS", "check_output", "filter_jobs", "flag_job", "job_rows", "printed", "queue_rows", "register"]
 
 job_app = typer.Typer(no_args_is_help=True, help="Volcano Jobs: run, list, view, suspend, resume, delete (vcctl job).")
 queue_app = typer.Typer(no_args_is_help=True, help="Queues: create, list, get, delete, open, close, update (vcctl queue).")
@@ -142,6 +142,23 @@ def resource_list(spec: str) -> dict[str, str]:
     return out
 
 
+def flag_job(*, name: str, namespace: str, image: str, min_available: int, replicas: int, requests: str,
+             limits: str, scheduler: str, queue: str = "", command: list[str] | None = None) -> dict[str, Any]:
+    """The Job that `job run` (and vsub) builds from its flags: one task `default0` of `replicas` pods, one container
+    named after the job, restartPolicy Never; `command` (vsub's -c, split as a shell splits it) when given."""
+    container: dict[str, Any] = {"name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+                                 "resources": {"requests": resource_list(requests), "limits": resource_list(limits)}}
+    if command:
+        container["command"] = list(command)
+    spec: dict[str, Any] = {"minAvailable": min_available, "schedulerName": scheduler}
+    if queue:
+        spec["queue"] = queue
+    spec["tasks"] = [{"name": "default0", "replicas": replicas, "template": {
+        "metadata": {"name": name, "labels": {"job.volcano.sh": name}},
+        "spec": {"restartPolicy": "Never", "containers": [container]}}}]
+    return {"apiVersion": _JOB_API, "kind": "Job", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
 # --- shells --------------------------------------------------------------------------------------------------------
 
 
@@ -252,6 +269,8 @@ def job_run(ctx: typer.Context,
             job = yaml.safe_load(filename.read_text())
         except (OSError, yaml.YAMLError) as exc:
             _fail(f"failed to read file, err: {exc}")
+        if not isinstance(job, dict):
+            _fail(f"failed to unmarshal file, err: {filename} holds a {type(job).__name__}, not a Job object")
         job.setdefault("apiVersion", _JOB_API)
         job.setdefault("kind", "Job")
         job.setdefault("metadata", {})
@@ -261,16 +280,8 @@ def job_run(ctx: typer.Context,
     else:
         if not name:
             _fail("job name cannot be left blank")
-        job = {
-            "apiVersion": _JOB_API, "kind": "Job", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"minAvailable": min_available, "schedulerName": scheduler, "queue": queue,
-                     "tasks": [{"name": "default0", "replicas": replicas, "template": {
-                         "metadata": {"name": name, "labels": {"job.volcano.sh": name}},
-                         "spec": {"restartPolicy": "Never", "containers": [{
-                             "name": name, "image": image, "imagePullPolicy": "IfNotPresent",
-                             "resources": {"requests": resource_list(requests), "limits": resource_list(limits)}}]},
-                     }}]},
-        }
+        job = flag_job(name=name, namespace=namespace, image=image, min_available=min_available, replicas=replicas,
+                       requests=requests, limits=limits, scheduler=scheduler, queue=queue)
     with _client(ctx, kubeconfig, context) as client, _api_errors():
         created = client.create(_rt(client, "batch.volcano.sh", "v1alpha1", "jobs"), job,
                                 namespace=job["metadata"]["namespace"])

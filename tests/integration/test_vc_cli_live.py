@@ -95,3 +95,46 @@ def test_job_and_queue_commands_over_https(live_devcluster: Any, rest: RestClien
     assert "CommandIssued" in view
     lahar(live_devcluster, "job", "delete", "j1", "-n", ns)
     lahar(live_devcluster, "queue", "delete", queue)
+
+
+def test_jobflow_jobtemplate_pod_and_short_scripts_over_https(live_devcluster: Any, rest: RestClient,
+                                                               tmp_path: Path) -> None:
+    from lahar.commands import vshort
+
+    ns = f"vf-{uuid.uuid4().hex[:6]}"
+    rest.create(rest.registry.get("", "v1", "namespaces"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    template = {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate", "metadata": {"name": "a",
+                                                                                            "namespace": ns},
+                "spec": {"minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {"spec": {
+                    "containers": [{"name": "c", "image": "busybox"}]}}}]}}
+    flow = {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow", "metadata": {"name": "f", "namespace": ns},
+            "spec": {"flows": [{"name": "a"}]}}
+    (tmp_path / "jt.yaml").write_text(yaml.safe_dump(template))
+    (tmp_path / "jf.yaml").write_text(yaml.safe_dump(flow))
+    assert lahar(live_devcluster, "jobtemplate", "create", "-f", str(tmp_path / "jt.yaml")).output == (
+        f"Created JobTemplate: {ns}/a\n")
+    assert lahar(live_devcluster, "jobflow", "create", "-f", str(tmp_path / "jf.yaml")).output == (
+        f"Created JobFlow: {ns}/f\n")
+    assert lahar(live_devcluster, "jobtemplate", "list", "-n", ns).output.splitlines()[1].split() == ["a", ns]
+    assert lahar(live_devcluster, "jobflow", "get", "f", "-n", ns).output.splitlines()[1].split()[:2] == ["f", ns]
+    assert yaml.safe_load(lahar(live_devcluster, "jobflow", "describe", "-N", "f", "-n", ns).stdout)["kind"] == "JobFlow"
+    assert lahar(live_devcluster, "jobflow", "delete", "-N", "f", "-n", ns).output == f"Deleted JobFlow: {ns}/f\n"
+    assert lahar(live_devcluster, "jobtemplate", "delete", "-f", str(tmp_path / "jt.yaml")).output == (
+        f"Deleted JobTemplate: {ns}/a\n")
+
+    kc = ["--kubeconfig", str(live_devcluster.kubeconfig)]
+    res = CliRunner().invoke(vshort.vsub, ["-n", "s1", "-N", ns, *kc])
+    assert res.exit_code == 0 and res.output == "run job s1 successfully\n", res.output
+    res = CliRunner().invoke(vshort.vjobs, ["-N", ns, *kc])
+    assert res.exit_code == 0 and res.output.splitlines()[1].split()[0] == "s1", res.output
+    rest.create(rest.registry.get("", "v1", "pods"), {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "s1-default0-0", "namespace": ns,
+                     "labels": {"volcano.sh/job-name": "s1", "volcano.sh/task-spec": "default0"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}, namespace=ns)
+    pods = lahar(live_devcluster, "pod", "list", "-n", ns, "-j", "s1", "-t", "default0").output.splitlines()
+    assert pods[0].split() == ["Name", "Ready", "Status", "Restart", "Age"] and pods[1].split()[:2] == [
+        "s1-default0-0", "0/1"]
+    res = CliRunner().invoke(vshort.vcancel, ["-n", "s1", "-N", ns, *kc])
+    assert res.exit_code == 0 and res.output == "cancel job s1 successfully\n", res.output
