@@ -1,4 +1,5 @@
-"""Build the real programs lahar is tested against (kube-apiserver, etcd, kube-controller-manager, kwok, helm).
+"""Build the real programs lahar is tested against (kube-apiserver, etcd, kube-controller-manager, kwok, helm, and
+Volcano's vc-scheduler, vc-controller-manager and vc-webhook-manager).
 
 `make peers` runs this; tests/realcluster finds the binaries through `binary(name)`. Each peer is built
 with the Go toolchain from the module proxy at a pinned version, into a cache outside the work tree
@@ -11,6 +12,12 @@ Modules whose go.mod points other modules at local directories (k8s.io/kubernete
 so each peer is built from a small generated wrapper module that requires the module at its version
 and replaces each locally-replaced module by the same module at the matching released version
 (`k8s.io/kubernetes v1.X.Y` ↔ staging `v0.X.Y`; etcd's modules share one version).
+
+Volcano's go.mod replaces modules by other versions (not directories), which a wrapper would have to repeat, so its
+programs are built inside the module's own tree (`in_module`): the tree `go mod download` unpacks, copied to a
+writable directory. Where the module proxy refuses the module (some proxies answer 403 for volcano.sh/volcano), the
+tree is taken from a git repository at the release tag instead: `$LAHAR_PEERS_VOLCANO_GIT` (a local clone or
+mirror), else the upstream URL. `--list` and the skip reasons say which source was tried and why it failed.
 
 Usage: python tests/peers/build.py [--list] [name ...]
 """
@@ -44,6 +51,11 @@ class Peer:
     version: str
     package: str
     ldflags: tuple[str, ...] = ()
+    # Built inside the module's own tree (its go.mod and replaces as they are) rather than from a wrapper module.
+    in_module: bool = False
+    # Where the tree comes from when the proxy refuses the module: a git URL, overridable by an environment variable.
+    git_url: str = ""
+    git_env: str = ""
 
 
 _KUBE = "v1.35.4"
@@ -54,7 +66,16 @@ _KUBE_LDFLAGS = tuple(
                        ("gitTreeState", "clean"))
 )
 
-# In build order: the essential pair first, then the controllers, then the simulated nodes.
+_VOLCANO = "v1.13.3"
+_VOLCANO_LDFLAGS = (f"-X volcano.sh/volcano/pkg/version.Version={_VOLCANO}",)
+
+
+def _volcano(name: str, cmd: str) -> Peer:
+    return Peer(name, "volcano.sh/volcano", _VOLCANO, f"volcano.sh/volcano/cmd/{cmd}", _VOLCANO_LDFLAGS,
+                in_module=True, git_url="https://github.com/volcano-sh/volcano.git", git_env="LAHAR_PEERS_VOLCANO_GIT")
+
+
+# In build order: the essential pair first, then the controllers, then the simulated nodes, then Volcano's own.
 PEERS: tuple[Peer, ...] = (
     Peer("etcd", "go.etcd.io/etcd/server/v3", "v3.6.16", "go.etcd.io/etcd/server/v3"),
     Peer("kube-apiserver", "k8s.io/kubernetes", _KUBE, "k8s.io/kubernetes/cmd/kube-apiserver", _KUBE_LDFLAGS),
@@ -62,6 +83,9 @@ PEERS: tuple[Peer, ...] = (
          _KUBE_LDFLAGS),
     Peer("kwok", "sigs.k8s.io/kwok", "v0.8.0", "sigs.k8s.io/kwok/cmd/kwok"),
     Peer("helm", "helm.sh/helm/v3", "v3.22.0", "helm.sh/helm/v3/cmd/helm"),
+    _volcano("vc-scheduler", "scheduler"),
+    _volcano("vc-controller-manager", "controller-manager"),
+    _volcano("vc-webhook-manager", "webhook-manager"),
 )
 
 
@@ -129,6 +153,26 @@ def wrapper_gomod(peer: Peer, upstream_gomod: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def proxy_error(download: dict[str, Any]) -> str | None:
+    """The proxy's refusal in `go mod download -json` output (`{"Error": "...403 Forbidden..."}`), else None."""
+    error = download.get("Error")
+    if error:
+        return str(error).strip().splitlines()[0]
+    if not download.get("Dir") and not download.get("GoMod"):
+        return "go mod download gave neither Dir nor GoMod"
+    return None
+
+
+def git_sources(peer: Peer, env: dict[str, str]) -> list[str]:
+    """The git repositories to take `peer`'s tree from when the proxy refuses it, in order: the override, the URL."""
+    sources = []
+    if peer.git_env and env.get(peer.git_env):
+        sources.append(env[peer.git_env])
+    if peer.git_url:
+        sources.append(peer.git_url)
+    return sources
+
+
 def build_jobs() -> int:
     """Go's `-p` for the builds: `$LAHAR_PEERS_BUILD_JOBS` (a positive integer), else 1."""
     raw = os.environ.get("LAHAR_PEERS_BUILD_JOBS", "1")
@@ -178,6 +222,14 @@ def _build(peer: Peer, out_dir: Path) -> None:
     (out_dir / "build-failed.txt").unlink(missing_ok=True)
     src = cache_root() / "src" / f"{peer.module.replace('/', '_')}-{peer.version}"
     src.mkdir(parents=True, exist_ok=True)
+    if peer.in_module:
+        try:
+            _module_tree(peer, src)
+            _go_build(peer, src, out_dir)
+        except (RuntimeError, OSError, KeyError, ValueError) as exc:
+            (out_dir / "build-failed.txt").write_text(f"{exc}\n")
+            raise
+        return
     try:
         info = json.loads(_run(["go", "mod", "download", "-json", f"{peer.module}@{peer.version}"], cwd=src))
         upstream = Path(info["GoMod"]).read_text()
@@ -187,14 +239,75 @@ def _build(peer: Peer, out_dir: Path) -> None:
             gomod.write_text(wanted)
             (src / "go.sum").unlink(missing_ok=True)
         _run(["go", "get", f"{peer.package}@{peer.version}"], cwd=src)
-        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-            target = Path(tmp) / peer.name
-            ldflags = " ".join(("-s", "-w", *peer.ldflags))
-            _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(target), peer.package], cwd=src)
-            target.replace(out_dir / peer.name)
+        _go_build(peer, src, out_dir)
     except (RuntimeError, OSError, KeyError, ValueError) as exc:
         (out_dir / "build-failed.txt").write_text(f"{exc}\n")
         raise
+
+
+def _go_build(peer: Peer, src: Path, out_dir: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        target = Path(tmp) / peer.name
+        ldflags = " ".join(("-s", "-w", *peer.ldflags))
+        _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(target), peer.package], cwd=src)
+        target.replace(out_dir / peer.name)
+
+
+def _module_tree(peer: Peer, src: Path) -> None:
+    """Put `peer.module@peer.version`'s own tree (go.mod at its root) into `src`: from the proxy, else from git."""
+    if (src / "go.mod").is_file() and (src / ".lahar-source").is_file():
+        return
+    tried = []
+    with tempfile.TemporaryDirectory() as scratch:
+        # Not through _run: a refused module exits 1 with its reason in the JSON on stdout.
+        proc = subprocess.run(["nice", "-n", "19", "go", "mod", "download", "-json", f"{peer.module}@{peer.version}"],
+                              cwd=scratch, env=_go_env(), capture_output=True, text=True)
+        try:
+            download = json.loads(proc.stdout)
+        except ValueError:
+            download = {"Error": (proc.stderr or proc.stdout or f"go exited {proc.returncode}").strip()}
+        refused = proxy_error(download)
+        if refused is None:
+            shutil.copytree(download["Dir"], src, dirs_exist_ok=True)
+            for path in src.rglob("*"):  # the module cache is read-only; go build writes nothing there but be sure
+                path.chmod(path.stat().st_mode | 0o200)
+            (src / ".lahar-source").write_text(f"module proxy {peer.module}@{peer.version}\n")
+            return
+        tried.append(f"module proxy: {refused}")
+    for repo in git_sources(peer, dict(os.environ)):
+        try:
+            _git_tree(repo, peer.version, src)
+        except RuntimeError as exc:
+            tried.append(f"git {repo}: {str(exc).strip().splitlines()[-1][:200]}")
+            continue
+        (src / ".lahar-source").write_text(f"git {repo} {peer.version}\n")
+        return
+    hint = f" (set {peer.git_env} to a local git clone of it)" if peer.git_env else ""
+    raise RuntimeError(f"{peer.module}@{peer.version} could not be had{hint}; tried " + "; ".join(tried))
+
+
+def _git_tree(repo: str, tag: str, src: Path) -> None:
+    """Export `tag` of git repository `repo` (a path or URL) into `src`."""
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = Path(scratch) / "tree.tar"
+        if Path(repo).exists():
+            cmd = ["git", f"--git-dir={_git_dir(Path(repo))}", "archive", "-o", str(archive), tag]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+        else:
+            clone = Path(scratch) / "clone"
+            proc = subprocess.run(["git", "clone", "-q", "--depth=1", f"--branch={tag}", repo, str(clone)],
+                                  capture_output=True, text=True)
+            if proc.returncode == 0:
+                proc = subprocess.run(["git", "-C", str(clone), "archive", "-o", str(archive), "HEAD"],
+                                      capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr or proc.stdout or f"git exited {proc.returncode}")
+        src.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["tar", "-xf", str(archive), "-C", str(src)], check=True)
+
+
+def _git_dir(repo: Path) -> Path:
+    return repo / ".git" if (repo / ".git").exists() else repo
 
 
 def main(argv: list[str] | None = None) -> int:
