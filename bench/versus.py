@@ -354,6 +354,10 @@ def prepare(cluster: RealCluster, args: argparse.Namespace) -> None:
         if time.monotonic() - t0 > 300:
             raise RuntimeError(f"only {n} of {args.nodes} kwok nodes Ready after 300 s")
         time.sleep(1)
+    # kube-apiserver's TaintNodesByCondition taints a new node not-ready; the node lifecycle controller, not run
+    # here, would lift it once kwok posts Ready.
+    with contextlib.suppress(RuntimeError):  # none left to lift
+        kubectl(cluster, "taint", "nodes", "-l", "type=kwok", "node.kubernetes.io/not-ready:NoSchedule-")
     print(f" ({time.monotonic() - t0:.0f} s)", flush=True)
 
 

@@ -56,6 +56,9 @@ class Peer:
     # Where the tree comes from when the proxy refuses the module: a git URL, overridable by an environment variable.
     git_url: str = ""
     git_env: str = ""
+    # Modules the tree requires that the proxy may refuse too, each (module, git URL, environment variable): taken
+    # from git at the required version into the tree's `_deps/` and pointed at by a replace directive.
+    git_deps: tuple[tuple[str, str, str], ...] = ()
 
 
 _KUBE = "v1.35.4"
@@ -72,7 +75,8 @@ _VOLCANO_LDFLAGS = (f"-X volcano.sh/volcano/pkg/version.Version={_VOLCANO}",)
 
 def _volcano(name: str, cmd: str) -> Peer:
     return Peer(name, "volcano.sh/volcano", _VOLCANO, f"volcano.sh/volcano/cmd/{cmd}", _VOLCANO_LDFLAGS,
-                in_module=True, git_url="https://github.com/volcano-sh/volcano.git", git_env="LAHAR_PEERS_VOLCANO_GIT")
+                in_module=True, git_url="https://github.com/volcano-sh/volcano.git", git_env="LAHAR_PEERS_VOLCANO_GIT",
+                git_deps=(("volcano.sh/apis", "https://github.com/volcano-sh/apis.git", "LAHAR_PEERS_VOLCANO_APIS_GIT"),))
 
 
 # In build order: the essential pair first, then the controllers, then the simulated nodes, then Volcano's own.
@@ -165,12 +169,36 @@ def proxy_error(download: dict[str, Any]) -> str | None:
 
 def git_sources(peer: Peer, env: dict[str, str]) -> list[str]:
     """The git repositories to take `peer`'s tree from when the proxy refuses it, in order: the override, the URL."""
-    sources = []
-    if peer.git_env and env.get(peer.git_env):
-        sources.append(env[peer.git_env])
-    if peer.git_url:
-        sources.append(peer.git_url)
-    return sources
+    return _sources(peer.git_url, peer.git_env, env)
+
+
+def _sources(url: str, env_name: str, env: dict[str, str]) -> list[str]:
+    return ([env[env_name]] if env_name and env.get(env_name) else []) + ([url] if url else [])
+
+
+def required_version(gomod: str, module: str) -> str | None:
+    """The version a go.mod requires of `module` (`require x v1` or inside a `require (...)` block), else None;
+    a replace of the module by another version wins."""
+    required, block = None, False
+    for raw in gomod.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if line.startswith(("require (", "replace (")):
+            block = line.split()[0]
+            continue
+        if block and line == ")":
+            block = False
+            continue
+        words = line.split()
+        if block == "require" and len(words) >= 2 and words[0] == module:
+            required = words[1]
+        elif words[:2] == ["require", module] and len(words) >= 3:
+            required = words[2]
+        elif "=>" in words:
+            left = words[1:words.index("=>")] if words[0] == "replace" else words[:words.index("=>")]
+            right = words[words.index("=>") + 1:]
+            if left and left[0] == module and len(right) == 2 and not right[0].startswith("."):
+                required = right[1]
+    return required
 
 
 def build_jobs() -> int:
@@ -271,19 +299,43 @@ def _module_tree(peer: Peer, src: Path) -> None:
             shutil.copytree(download["Dir"], src, dirs_exist_ok=True)
             for path in src.rglob("*"):  # the module cache is read-only; go build writes nothing there but be sure
                 path.chmod(path.stat().st_mode | 0o200)
-            (src / ".lahar-source").write_text(f"module proxy {peer.module}@{peer.version}\n")
-            return
-        tried.append(f"module proxy: {refused}")
-    for repo in git_sources(peer, dict(os.environ)):
+            origin = f"module proxy {peer.module}@{peer.version}"
+        else:
+            tried.append(f"module proxy: {refused}")
+            origin = _from_git(peer.module, peer.version, git_sources(peer, dict(os.environ)), peer.git_env, src,
+                               tried)
+    for module, url, env_name in peer.git_deps:
+        _git_dep(src, module, _sources(url, env_name, dict(os.environ)), env_name)
+    (src / ".lahar-source").write_text(origin + "\n")
+
+
+def _from_git(module: str, version: str, repos: list[str], env_name: str, dest: Path, tried: list[str]) -> str:
+    for repo in repos:
         try:
-            _git_tree(repo, peer.version, src)
+            _git_tree(repo, version, dest)
         except RuntimeError as exc:
             tried.append(f"git {repo}: {str(exc).strip().splitlines()[-1][:200]}")
             continue
-        (src / ".lahar-source").write_text(f"git {repo} {peer.version}\n")
+        return f"git {repo} {version}"
+    hint = f" (set {env_name} to a local git clone of it)" if env_name else ""
+    raise RuntimeError(f"{module}@{version} could not be had{hint}; tried " + "; ".join(tried))
+
+
+def _git_dep(src: Path, module: str, repos: list[str], env_name: str) -> None:
+    """Point the tree's go.mod at `module` from git when the proxy refuses the version the tree requires."""
+    version = required_version((src / "go.mod").read_text(), module)
+    if version is None:
         return
-    hint = f" (set {peer.git_env} to a local git clone of it)" if peer.git_env else ""
-    raise RuntimeError(f"{peer.module}@{peer.version} could not be had{hint}; tried " + "; ".join(tried))
+    with tempfile.TemporaryDirectory() as scratch:
+        proc = subprocess.run(["nice", "-n", "19", "go", "mod", "download", "-json", f"{module}@{version}"],
+                              cwd=scratch, env=_go_env(), capture_output=True, text=True)
+    with contextlib.suppress(ValueError):
+        if proxy_error(json.loads(proc.stdout)) is None:
+            return
+    dest = src / "_deps" / module
+    shutil.rmtree(dest, ignore_errors=True)
+    _from_git(module, version, repos, env_name, dest, [f"module proxy: {module}@{version} refused"])
+    _run(["go", "mod", "edit", f"-replace={module}=./_deps/{module}"], cwd=src)
 
 
 def _git_tree(repo: str, tag: str, src: Path) -> None:

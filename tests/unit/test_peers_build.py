@@ -183,3 +183,38 @@ def test_refused_module_without_git_names_what_was_tried(monkeypatch: pytest.Mon
     assert "module proxy: reading proxy: 403 Forbidden" in str(info.value)
     assert "git https://github.com/volcano-sh/volcano.git: fatal: unable to access" in str(info.value)
     assert "vc-scheduler (volcano.sh/volcano@v1.13.3) is not built" in build.missing_reason("vc-scheduler")
+
+
+VOLCANO_GOMOD = """\
+module volcano.sh/volcano
+
+go 1.24.0
+
+require (
+\tgithub.com/spf13/cobra v1.8.1
+\tvolcano.sh/apis v1.13.3 // the CRD types
+)
+
+require k8s.io/klog/v2 v2.130.1
+
+replace (
+\tk8s.io/api => k8s.io/api v0.33.2
+\tk8s.io/client-go => ../client-go
+)
+"""
+
+
+@pytest.mark.parametrize(("module", "expected"), [
+    ("volcano.sh/apis", "v1.13.3"),
+    ("k8s.io/klog/v2", "v2.130.1"),
+    ("k8s.io/api", "v0.33.2"),
+    ("k8s.io/client-go", None),
+    ("volcano.sh/volcano", None),
+], ids=["in-require-block", "single-line-require", "replaced-by-version", "replaced-by-directory", "absent"])
+def test_required_version(module: str, expected: str | None) -> None:
+    assert build.required_version(VOLCANO_GOMOD, module) == expected
+
+
+def test_volcano_apis_come_from_git_when_refused() -> None:
+    deps = build._peer("vc-scheduler").git_deps
+    assert deps == (("volcano.sh/apis", "https://github.com/volcano-sh/apis.git", "LAHAR_PEERS_VOLCANO_APIS_GIT"),)
