@@ -94,7 +94,9 @@ def manifests(case: dict[str, Any], tag: str) -> tuple[list[dict[str, Any]], lis
         pg = f"g{g}"
         work.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                      "metadata": {"name": pg, "namespace": NS},
-                     "spec": {"minMember": gang["min"], "queue": f"diff-{tag}-q{gang['queue']}"}})
+                     "spec": {"minMember": gang["min"], "queue": f"diff-{tag}-q{gang['queue']}"},
+                     # as Volcano's pg controller leaves a new group (PodGroups have no status subresource)
+                     "status": {"phase": "Pending"}})
         req = {"cpu": str(gang["cpu"]), "memory": "1Gi"}
         if gang["gpu"]:
             req["nvidia.com/gpu"] = str(gang["gpu"])
@@ -157,9 +159,6 @@ def _reset(c: RealCluster, work: list[dict[str, Any]]) -> None:
     _kubectl(c, "delete", "-n", NS, "pods,podgroups.scheduling.volcano.sh", "--all", "--grace-period=0", "--force",
              "--wait=true")
     _kubectl(c, "create", "-f", "-", stdin=yaml.safe_dump_all(work))
-    for pg in (o for o in work if o["kind"] == "PodGroup"):  # as Volcano's pg controller leaves a new group
-        _kubectl(c, "patch", "-n", NS, "podgroups.scheduling.volcano.sh", pg["metadata"]["name"],
-                 "--subresource=status", "--type=merge", "-p", '{"status": {"phase": "Pending"}}')
 
 
 def _lahar_once(c: RealCluster) -> None:
