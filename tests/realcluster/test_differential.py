@@ -223,6 +223,9 @@ def test_volcano_and_lahar_agree_on_gangs(cluster: RealCluster, case: dict[str, 
     try:
         _kubectl(cluster, "wait", "--for=condition=Ready", "--timeout=60s", "node", "-l", f"diff={tag}")
         _kubectl(cluster, "taint", "nodes", "-l", f"diff={tag}", "node.kubernetes.io/not-ready:NoSchedule-")
+        for q in queues:  # what Volcano's queue controller writes; vc-scheduler allocates to no queue without it
+            _kubectl(cluster, "patch", "queues.scheduling.volcano.sh", q["metadata"]["name"], "--subresource=status",
+                     "--type=merge", "-p", '{"status": {"state": "Open"}}')
         _reset(cluster, work)
         _lahar_once(cluster)
         ours = outcomes(case, _pods(cluster))
