@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -164,6 +165,18 @@ def request_total(metrics_text: str) -> dict[str, float]:
     return out
 
 
+def lahar_env(base: dict[str, str], kubeconfig_path: str, redis_port: int, work: Path) -> dict[str, str]:
+    """The environment of lahar's processes: the caller's minus its LAHAR_* settings, the cluster's kubeconfig, a
+    redis of its own, and a data directory not named `lahar` inside their working directory (`python -m lahar.cli`
+    puts the cwd first on sys.path, and a `lahar` directory there shadows the package: the second run's Celery
+    worker died with `cannot import name '__version__' from 'lahar'`)."""
+    env = {k: v for k, v in base.items() if not k.startswith("LAHAR_")}
+    env.update(KUBECONFIG=kubeconfig_path, REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", PYTHONUNBUFFERED="1",
+               LAHAR_SCHEDULER_CONF_NAMESPACES="volcano-system", LAHAR_LOG_LEVEL="WARNING",
+               LAHAR_DATA_DIR=str(work / "lahar-data"))
+    return env
+
+
 def ratio(lahar: float | None, volcano: float | None) -> str:
     if lahar is None or volcano is None or volcano == 0:
         return "—"
@@ -269,12 +282,9 @@ class Side:
         port = free_port()
         self._spawn("redis", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no"])
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LAHAR_")}
-        env.update(KUBECONFIG=kc, REDIS_URL=f"redis://127.0.0.1:{port}/0", PYTHONUNBUFFERED="1",
-                   LAHAR_SCHEDULER_CONF_NAMESPACES="volcano-system", LAHAR_DATA_DIR=str(self.work / "lahar"),
-                   LAHAR_LOG_LEVEL="WARNING")
+        env = lahar_env(dict(os.environ), kc, port, self.work)
         py = [sys.executable, "-m", "lahar.cli"]
-        time.sleep(0.3)
+        _wait_port(port, self)
         self._spawn("dispatch", [*py, "dispatch"], env)
         self._spawn("worker", [*py, "worker", "--no-supervise", "-c", "2"], env)
         self._spawn("scheduler", [*py, "scheduler"], env)
@@ -307,6 +317,19 @@ class Side:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
         self.procs.clear()
+
+
+def _wait_port(port: int, side: Side, timeout: float = 30.0) -> None:
+    """Until something listens on loopback `port` (redis-server, before the Celery processes connect to it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        why = side.dead()
+        if why:
+            raise RuntimeError(why)
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
 class Watch:

@@ -111,3 +111,11 @@ def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixtu
         versus.main(argv)
     assert info.value.code == 2
     assert "must be" in capsys.readouterr().err
+
+
+def test_lahar_env_keeps_the_data_dir_from_shadowing_the_package(tmp_path: Path) -> None:
+    """Regression: a data dir `<cwd>/lahar` shadowed the package for `python -m lahar.cli` in the second run."""
+    env = versus.lahar_env({"PATH": "/bin", "LAHAR_REDIS_URL": "x", "LAHAR_DATA_DIR": "y"}, "/kc", 6390, tmp_path)
+    assert Path(env["LAHAR_DATA_DIR"]).name != "lahar" and Path(env["LAHAR_DATA_DIR"]).parent == tmp_path
+    assert env["KUBECONFIG"] == "/kc" and env["REDIS_URL"] == "redis://127.0.0.1:6390/0"
+    assert "LAHAR_REDIS_URL" not in env and env["PATH"] == "/bin"
