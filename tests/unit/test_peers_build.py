@@ -74,7 +74,7 @@ def test_wrapper_gomod_pins_every_staging_module() -> None:
 def test_every_peer_is_pinned_and_unique() -> None:
     names = [p.name for p in build.PEERS]
     assert len(names) == len(set(names))
-    assert {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"} <= set(names)
+    assert {"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "vc-scheduler"} <= set(names)
     assert all(p.version.startswith("v") and p.package.startswith(p.module) for p in build.PEERS)
 
 
@@ -130,3 +130,91 @@ def test_bad_build_jobs_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw:
     monkeypatch.setenv("LAHAR_PEERS_BUILD_JOBS", raw)
     with pytest.raises(ValueError, match=f"LAHAR_PEERS_BUILD_JOBS must be a positive integer, not '{raw}'"):
         build.build_jobs()
+
+
+@pytest.mark.parametrize(("download", "expected"), [
+    ({"Path": "volcano.sh/volcano", "Version": "v1.13.3",
+      "Error": "volcano.sh/volcano@v1.13.3: reading https://proxy.golang.org/volcano.sh/volcano/@v/v1.13.3.info: "
+               "403 Forbidden\n\tserver response: This module version is not available."},
+     "volcano.sh/volcano@v1.13.3: reading https://proxy.golang.org/volcano.sh/volcano/@v/v1.13.3.info: 403 Forbidden"),
+    ({"Path": "volcano.sh/volcano", "Version": "v1.13.3", "Dir": "/mod/volcano.sh/volcano@v1.13.3",
+      "GoMod": "/mod/cache/volcano.sh/volcano/@v/v1.13.3.mod"}, None),
+    ({"Path": "volcano.sh/volcano", "Version": "v1.13.3"}, "go mod download gave neither Dir nor GoMod"),
+], ids=["proxy-403-first-line", "served", "empty-answer"])
+def test_proxy_error(download: dict[str, str], expected: str | None) -> None:
+    assert build.proxy_error(download) == expected
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, ["https://github.com/volcano-sh/volcano.git"]),
+    ({"LAHAR_PEERS_VOLCANO_GIT": "/src/volcano"}, ["/src/volcano", "https://github.com/volcano-sh/volcano.git"]),
+    ({"LAHAR_PEERS_VOLCANO_GIT": ""}, ["https://github.com/volcano-sh/volcano.git"]),
+], ids=["upstream-only", "override-first", "empty-override-ignored"])
+def test_git_sources_for_volcano(env: dict[str, str], expected: list[str]) -> None:
+    assert build.git_sources(build._peer("vc-scheduler"), env) == expected
+
+
+def test_module_peers_have_no_git_fallback() -> None:
+    assert build.git_sources(build._peer("kwok"), {"LAHAR_PEERS_VOLCANO_GIT": "/src/volcano"}) == []
+
+
+def test_volcano_peers_build_in_their_own_module_at_one_release() -> None:
+    vc = [p for p in build.PEERS if p.module == "volcano.sh/volcano"]
+    assert [p.name for p in vc] == ["vc-scheduler", "vc-controller-manager", "vc-webhook-manager"]
+    assert {p.version for p in vc} == {"v1.13.3"} and all(p.in_module for p in vc)
+    assert [p.package.rsplit("/", 1)[1] for p in vc] == ["scheduler", "controller-manager", "webhook-manager"]
+
+
+def test_refused_module_without_git_names_what_was_tried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The proxy refuses and no git source answers: the build fails naming both, and the skip reason says so."""
+    monkeypatch.setenv("LAHAR_PEERS_CACHE", str(tmp_path))
+    monkeypatch.setenv("LAHAR_PEERS_VOLCANO_GIT", str(tmp_path / "no-such-clone"))
+
+    def fake_run(cmd: list[str], **kwargs: object) -> build.subprocess.CompletedProcess[str]:
+        if "download" in cmd:
+            out = '{"Path": "volcano.sh/volcano", "Error": "reading proxy: 403 Forbidden"}'
+            return build.subprocess.CompletedProcess(cmd, 1, out, "")
+        return build.subprocess.CompletedProcess(cmd, 128, "", "fatal: unable to access: Could not resolve host\n")
+
+    monkeypatch.setattr(build.subprocess, "run", fake_run)
+    peer = build._peer("vc-scheduler")
+    with pytest.raises(RuntimeError, match="could not be had .set LAHAR_PEERS_VOLCANO_GIT") as info:
+        build.build(peer)
+    assert "module proxy: reading proxy: 403 Forbidden" in str(info.value)
+    assert "git https://github.com/volcano-sh/volcano.git: fatal: unable to access" in str(info.value)
+    assert "vc-scheduler (volcano.sh/volcano@v1.13.3) is not built" in build.missing_reason("vc-scheduler")
+
+
+VOLCANO_GOMOD = """\
+module volcano.sh/volcano
+
+go 1.24.0
+
+require (
+\tgithub.com/spf13/cobra v1.8.1
+\tvolcano.sh/apis v1.13.3 // the CRD types
+)
+
+require k8s.io/klog/v2 v2.130.1
+
+replace (
+\tk8s.io/api => k8s.io/api v0.33.2
+\tk8s.io/client-go => ../client-go
+)
+"""
+
+
+@pytest.mark.parametrize(("module", "expected"), [
+    ("volcano.sh/apis", "v1.13.3"),
+    ("k8s.io/klog/v2", "v2.130.1"),
+    ("k8s.io/api", "v0.33.2"),
+    ("k8s.io/client-go", None),
+    ("volcano.sh/volcano", None),
+], ids=["in-require-block", "single-line-require", "replaced-by-version", "replaced-by-directory", "absent"])
+def test_required_version(module: str, expected: str | None) -> None:
+    assert build.required_version(VOLCANO_GOMOD, module) == expected
+
+
+def test_volcano_apis_come_from_git_when_refused() -> None:
+    deps = build._peer("vc-scheduler").git_deps
+    assert deps == (("volcano.sh/apis", "https://github.com/volcano-sh/apis.git", "LAHAR_PEERS_VOLCANO_APIS_GIT"),)
