@@ -114,6 +114,7 @@ class NetworkTopologyAware:
         # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
         self.memo: dict[str, tuple[tuple[int, str | None], str | None, np.ndarray | None]] = {}
         self.weights = np.zeros(0)
+        self.binpack_dims: dict[bytes, tuple[Any, ...]] = {}  # request → its dims and HyperNode constants
         self.placed: dict[str, int] = {}
 
     # --- session ---------------------------------------------------------------------------------------------------
@@ -149,6 +150,7 @@ class NetworkTopologyAware:
                             else np.zeros((len(arrays), 0), dtype=np.intp))
         names = ssn.resources.names
         self.weights = np.array([float(self.options.resources.get(n, -1)) for n in names])
+        self.binpack_dims = {}
         self.placed = {}
 
     def on_allocate(self, task: Task) -> None:
@@ -198,21 +200,29 @@ class NetworkTopologyAware:
                         out = self.tree.lca(out, leaf)
         return out
 
-    def _binpack(self, request: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """Per HyperNode in `idx`: Σ weight·(used + request)/allocatable over requested weighted resources, / Σ
-        weight; 0 when the request does not fit what the HyperNode has left."""
-        dims = (request >= EPSILON) & (self.weights >= 0)
-        if not dims.any() or not len(idx):
-            return np.zeros(len(idx))
-        alloc = self.hn_allocatable[np.ix_(idx, np.flatnonzero(dims))]
-        final = self.hn_used[np.ix_(idx, np.flatnonzero(dims))] + request[dims]
-        w = self.weights[dims]
-        over = (final > alloc + EPSILON).any(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(alloc > 0, final / np.where(alloc > 0, alloc, 1.0), 0.0)
-        total = w.sum()
-        score = (ratio * w).sum(axis=1) / total if total > 0 else np.zeros(len(idx))
-        return np.where(over, 0.0, score)
+    def _binpack(self, request: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """Per HyperNode in `idx` (None: every one): Σ weight·(used + request)/allocatable over requested weighted
+        resources, / Σ weight; 0 when the request does not fit what the HyperNode has left."""
+        key = request.tobytes()
+        got = self.binpack_dims.get(key)
+        if got is None:
+            dims = np.flatnonzero((request >= EPSILON) & (self.weights >= 0))
+            alloc = self.hn_allocatable[:, dims]
+            w = self.weights[dims]
+            total = float(w.sum())
+            safe = np.where(alloc > 0, alloc, 1.0)  # ratio 0 where the HyperNode has none of the resource
+            got = self.binpack_dims[key] = (dims, request[dims], safe, alloc > 0, alloc + EPSILON, w, total)
+        dims, req, safe, has, limit, w, total = got
+        n = len(self.names) if idx is None else len(idx)
+        if not len(dims) or not n or total <= 0:
+            return np.zeros(n)
+        if idx is not None:
+            safe, has, limit = safe[idx], has[idx], limit[idx]
+        final = (self.hn_used[:, dims] if idx is None else self.hn_used[np.ix_(idx, dims)]) + req
+        over = (final > limit).any(axis=1)
+        score = (np.where(has, final / safe, 0.0) * w).sum(axis=1) / total
+        score[over] = 0.0
+        return score
 
     def _task_counts(self, job: Job) -> np.ndarray:
         """Per HyperNode, how many of the job's tasks run (or are placed) under it (Volcano scoreWithTaskNum)."""
@@ -287,7 +297,7 @@ class NetworkTopologyAware:
             return np.zeros(len(candidates))
         if not len(self.tier_weights) or self.tier_weights.sum() <= 0:
             return np.zeros(len(candidates))
-        hn_scores = np.append(self._binpack(task.resreq, np.arange(len(self.names))), 1.0)  # last: under none
+        hn_scores = np.append(self._binpack(task.resreq), 1.0)  # last: under none
         return (hn_scores[self.tier_matrix[candidates]] @ self.tier_weights) / self.tier_weights.sum()
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
