@@ -79,17 +79,15 @@ def errors_within(ssn: Session, task: Task, mask: np.ndarray) -> FitErrors:
 
 
 class _Members:
-    """A session's HyperNode × node-row membership matrix, for per-HyperNode sums in one product."""
+    """A session's HyperNodes by position and their per-HyperNode sums of node-row values."""
 
-    __slots__ = ("pos", "matrix", "empty")
+    __slots__ = ("pos", "sums", "empty")
 
     def __init__(self, ssn: Session, tree: hypernodes.Tree) -> None:
         names = sorted(tree.hypernodes)
         self.pos = {n: i for i, n in enumerate(names)}
-        self.matrix = np.zeros((len(names), len(ssn.arrays)))
-        for i, name in enumerate(names):
-            self.matrix[i, tree.rows(name, ssn.arrays.index)] = 1.0
-        self.empty = self.matrix.sum(axis=1) == 0
+        self.sums = hypernodes.RowSums(tree, names, ssn.arrays.index)
+        self.empty = self.sums.empty
 
 
 _MEMBERS: weakref.WeakKeyDictionary[Session, _Members] = weakref.WeakKeyDictionary()
@@ -120,8 +118,8 @@ class _Need:
             dims = req > EPSILON
             slots = np.floor(free[:, dims] / req[dims]).min(axis=1) if dims.any() else room
             per_node[:, g] = np.minimum(np.maximum(slots, 0), room)
-        self.free = members.matrix @ free
-        self.slots = members.matrix @ per_node
+        self.free = members.sums(free)
+        self.slots = members.sums(per_node)
         self.empty = members.empty
 
 

@@ -101,7 +101,7 @@ class NetworkTopologyAware:
         self.tree = hypernodes.Tree({}, [])
         self.names: list[str] = []
         self.pos: dict[str, int] = {}
-        self.members = np.zeros((0, 0))  # HyperNode × node row, 1 where the node is under the HyperNode
+        self.sums = hypernodes.RowSums(self.tree, [], {})  # per-HyperNode sums of node-row values
         self.hn_allocatable = np.zeros((0, 0))
         self.hn_used = np.zeros((0, 0))
         self.row_hypernodes: list[np.ndarray] = []
@@ -128,9 +128,9 @@ class NetworkTopologyAware:
         members = np.zeros((len(self.names), len(arrays)))
         for i, name in enumerate(self.names):
             members[i, tree.rows(name, arrays.index)] = 1.0
-        self.members = members
-        self.hn_allocatable = members @ arrays.allocatable
-        self.hn_used = members @ arrays.used
+        self.sums = hypernodes.RowSums(tree, self.names, arrays.index)
+        self.hn_allocatable = self.sums(arrays.allocatable)
+        self.hn_used = self.sums(arrays.used)
         self.row_hypernodes = [np.flatnonzero(members[:, r]) for r in range(len(arrays))]
         self.leaf_of_row = np.array([self.pos.get(tree.leaf_of(name), -1) for name in arrays.names], dtype=np.intp)
         self.by_leaf = {}
@@ -255,8 +255,8 @@ class NetworkTopologyAware:
         eligible = None
         if need is not None and (need > EPSILON).any():
             arrays = self.ssn.arrays
-            idle = self.members @ arrays.idle
-            future = self.members @ arrays.future_idle()
+            idle = self.sums(arrays.idle)
+            future = self.sums(arrays.future_idle())
 
             def eligible(name: str) -> bool:
                 i = self.pos[name]
