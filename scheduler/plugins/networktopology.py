@@ -105,6 +105,7 @@ class NetworkTopologyAware:
         self.hn_allocatable = np.zeros((0, 0))
         self.hn_used = np.zeros((0, 0))
         self.row_hypernodes: list[np.ndarray] = []
+        self.row_members = np.zeros((0, 0))
         self.tier_of_row: dict[int, np.ndarray] = {}  # tier → per node row the HyperNode index of that tier (-1)
         self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
         self.tier_weights = np.zeros(0)  # fading^(tier-1) per tier, lowest first
@@ -132,6 +133,7 @@ class NetworkTopologyAware:
         self.hn_allocatable = self.sums(arrays.allocatable)
         self.hn_used = self.sums(arrays.used)
         self.row_hypernodes = [np.flatnonzero(members[:, r]) for r in range(len(arrays))]
+        self.row_members = np.ascontiguousarray(members.T)  # node row × HyperNode, 1 where the row is under it
         self.leaf_of_row = np.array([self.pos.get(tree.leaf_of(name), -1) for name in arrays.names], dtype=np.intp)
         self.by_leaf = {}
         self.constraints = {}
@@ -229,11 +231,8 @@ class NetworkTopologyAware:
         memo = self.memo.get(job.uid)
         if memo is not None and memo[0][0] == job.version and memo[2] is not None:
             return memo[2]
-        counts = np.zeros(len(self.names))
-        for s in _PLACED:
-            for t in job.index.get(s, {}).values():
-                if t.node >= 0:
-                    counts[self.row_hypernodes[t.node]] += 1
+        rows = [t.node for s in _PLACED for t in job.index.get(s, {}).values() if t.node >= 0]
+        counts = self.row_members[rows].sum(axis=0) if rows else np.zeros(len(self.names))
         if memo is not None and memo[0][0] == job.version:
             self.memo[job.uid] = (memo[0], memo[1], counts)
         return counts
@@ -311,7 +310,7 @@ class NetworkTopologyAware:
             return np.zeros(len(candidates))
         by_leaf = self.by_leaf.get(allocated)
         if by_leaf is None:
-            by_leaf = np.zeros(len(self.names))
+            by_leaf = np.zeros(len(self.names) + 1)  # the last: a node under no HyperNode (leaf -1)
             for leaf in np.unique(self.leaf_of_row):
                 if leaf < 0:
                     continue
@@ -322,9 +321,9 @@ class NetworkTopologyAware:
                     lca = self.tree.lca(name, allocated)
                     by_leaf[leaf] = self._tier_score(self.tree.hypernodes[lca].tier) if lca else 0.0
             self.by_leaf[allocated] = by_leaf
-        scores = np.where(leaves >= 0, by_leaf[np.maximum(leaves, 0)], 0.0)
+        scores = by_leaf[leaves]  # leaf -1 reads the last entry, 0
         top = np.flatnonzero(scores >= scores.max())
         if len(top) > 1 and job.tasks:
-            share = self._task_counts(job) / len(job.tasks)
-            scores[top] += np.where(leaves[top] >= 0, share[np.maximum(leaves[top], 0)], 0.0)
+            share = np.append(self._task_counts(job) / len(job.tasks), 0.0)
+            scores[top] += share[leaves[top]]
         return scores
