@@ -163,18 +163,17 @@ class RowSums:
     def __init__(self, tree: Tree, names: Sequence[str], index: Mapping[str, int]) -> None:
         rows = [tree.rows(name, index) for name in names]
         sizes = np.array([len(r) for r in rows], dtype=np.intp)
-        self.order = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
         self.empty = sizes == 0
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else np.zeros(0, dtype=np.intp)
-        self.starts = starts.astype(np.intp)
+        self.starts = (np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else sizes).astype(np.intp)
+        if len(sizes) and sizes[-1] == 0:  # empty HyperNodes last: their start is one past the rows, so one more
+            rows.append(np.zeros(1, dtype=np.intp))  # row (masked below) keeps it in range
+        self.order = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         """`values` (node rows × k, or node rows) summed per HyperNode: len(names) × k (or len(names))."""
-        if not len(self.empty):
-            return np.zeros((0, *values.shape[1:]))
-        # one zero row at the end: a start may point past the last row (empty HyperNodes at the end)
-        laid = np.concatenate([values[self.order], np.zeros((1, *values.shape[1:]), dtype=values.dtype)])
-        out = np.add.reduceat(laid, self.starts, axis=0).astype(np.float64, copy=False)
+        if not len(self.empty) or not len(values):
+            return np.zeros((len(self.empty), *values.shape[1:]))
+        out = np.add.reduceat(values[self.order], self.starts, axis=0).astype(np.float64, copy=False)
         out[self.empty] = 0.0  # reduceat gives an empty segment the value at its start
         return out
 
