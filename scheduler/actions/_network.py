@@ -18,7 +18,7 @@ import numpy as np
 from lahar.scheduler.framework import hypernodes
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import FitErrors, Job, Queue, Task
+from lahar.scheduler.framework.snapshot import FitErrors, Job, Queue, Task, TaskStatus
 from lahar.scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
@@ -79,17 +79,15 @@ def errors_within(ssn: Session, task: Task, mask: np.ndarray) -> FitErrors:
 
 
 class _Members:
-    """A session's HyperNode × node-row membership matrix, for per-HyperNode sums in one product."""
+    """A session's HyperNodes by position and their per-HyperNode sums of node-row values."""
 
-    __slots__ = ("pos", "matrix", "empty")
+    __slots__ = ("pos", "sums", "empty")
 
     def __init__(self, ssn: Session, tree: hypernodes.Tree) -> None:
         names = sorted(tree.hypernodes)
         self.pos = {n: i for i, n in enumerate(names)}
-        self.matrix = np.zeros((len(names), len(ssn.arrays)))
-        for i, name in enumerate(names):
-            self.matrix[i, tree.rows(name, ssn.arrays.index)] = 1.0
-        self.empty = self.matrix.sum(axis=1) == 0
+        self.sums = hypernodes.RowSums(tree, names, ssn.arrays.index)
+        self.empty = self.sums.empty
 
 
 _MEMBERS: weakref.WeakKeyDictionary[Session, _Members] = weakref.WeakKeyDictionary()
@@ -120,8 +118,8 @@ class _Need:
             dims = req > EPSILON
             slots = np.floor(free[:, dims] / req[dims]).min(axis=1) if dims.any() else room
             per_node[:, g] = np.minimum(np.maximum(slots, 0), room)
-        self.free = members.matrix @ free
-        self.slots = members.matrix @ per_node
+        self.free = members.sums(free)
+        self.slots = members.sums(per_node)
         self.empty = members.empty
 
 
@@ -232,9 +230,38 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
     if constraint.mode is hypernodes.Mode.SOFT:
         return alloc._allocate_tasks(ssn, tasks, job, queue)
     if tasks:
+        _left_out(ssn, job, tasks, tree, constraint, gradient, per_tier)
         job.fit_errors[tasks[-1].uid] = FitErrors(total=0, error=explain(constraint, per_tier))
         tasks.clear()  # hard mode: nothing of this gang is placed this session
     return None
+
+
+def _left_out(ssn: Session, job: Job, tasks: list[Task], tree: hypernodes.Tree, constraint: hypernodes.Constraint,
+              gradient: list[list[str]], per_tier: dict[int, tuple[int, Counter[str]]]) -> None:
+    """Count in `per_tier` the HyperNodes of an allowed tier the gradient left out by its minResources pre-filter,
+    with their reason, so that a gang too big for every rack reads "0/4 tier-1 hypernodes fit: 4 have too few free
+    nvidia.com/gpu" rather than "no hypernode of an allowed tier". Not for a job bound to its domain (recorded, or
+    tasks placed this session): there the gradient is that subtree, on purpose."""
+    if job.uid in ssn.allocated_hypernodes or _stored(job, tree) or any(
+            job.index.get(s) for s in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED)):
+        return
+    offered = {name for names in gradient for name in names}
+    limit = constraint.highest_tier if constraint.highest_tier is not None else (tree.tiers[-1] if tree.tiers else 0)
+    need: _Need | None = None
+    for tier in tree.tiers:
+        names = [name for name in tree.by_tier[tier] if name not in offered] if tier <= limit else []
+        if not names:
+            continue
+        if need is None:
+            members = _MEMBERS.get(ssn)
+            if members is None:
+                members = _MEMBERS[ssn] = _Members(ssn, tree)
+            need = _Need(ssn, job, tasks, members)
+        fits, reasons = shortfalls(ssn, need, names)
+        if fits.any():  # enough for the missing tasks, not for the job's whole minResources
+            reasons["have too few free resources for the job's minResources"] += int(fits.sum())
+        total, before = per_tier.get(tier, (0, Counter()))
+        per_tier[tier] = (total + len(names), before + reasons)
 
 
 def _first_reason(job: Job) -> str:

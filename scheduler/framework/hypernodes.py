@@ -24,6 +24,7 @@ __all__ = [
     "Constraint",
     "HyperNode",
     "Mode",
+    "RowSums",
     "Tree",
     "build",
     "constraint",
@@ -150,6 +151,31 @@ class Tree:
             got = np.array(sorted(index[n] for n in (hn.nodes if hn else ()) if n in index), dtype=np.intp)
             self._rows[key] = got
         return got
+
+
+class RowSums:
+    """Per-HyperNode sums of per-node-row values, for `names` (in that order) over a session's node index: the
+    rows of every HyperNode laid end to end and summed segment by segment (a node under several HyperNodes counts
+    in each; one pass over ~tiers × nodes rows instead of a HyperNode × node product)."""
+
+    __slots__ = ("order", "starts", "empty")
+
+    def __init__(self, tree: Tree, names: Sequence[str], index: Mapping[str, int]) -> None:
+        rows = [tree.rows(name, index) for name in names]
+        sizes = np.array([len(r) for r in rows], dtype=np.intp)
+        self.empty = sizes == 0
+        self.starts = (np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else sizes).astype(np.intp)
+        if len(sizes) and sizes[-1] == 0:  # empty HyperNodes last: their start is one past the rows, so one more
+            rows.append(np.zeros(1, dtype=np.intp))  # row (masked below) keeps it in range
+        self.order = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        """`values` (node rows × k, or node rows) summed per HyperNode: len(names) × k (or len(names))."""
+        if not len(self.empty) or not len(values):
+            return np.zeros((len(self.empty), *values.shape[1:]))
+        out = np.add.reduceat(values[self.order], self.starts, axis=0).astype(np.float64, copy=False)
+        out[self.empty] = 0.0  # reduceat gives an empty segment the value at its start
+        return out
 
 
 def _member_nodes(selector: Mapping[str, Any], nodes: Sequence[tuple[str, Mapping[str, str]]],

@@ -101,10 +101,11 @@ class NetworkTopologyAware:
         self.tree = hypernodes.Tree({}, [])
         self.names: list[str] = []
         self.pos: dict[str, int] = {}
-        self.members = np.zeros((0, 0))  # HyperNode × node row, 1 where the node is under the HyperNode
+        self.sums = hypernodes.RowSums(self.tree, [], {})  # per-HyperNode sums of node-row values
         self.hn_allocatable = np.zeros((0, 0))
         self.hn_used = np.zeros((0, 0))
         self.row_hypernodes: list[np.ndarray] = []
+        self.row_members = np.zeros((0, 0))
         self.tier_of_row: dict[int, np.ndarray] = {}  # tier → per node row the HyperNode index of that tier (-1)
         self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
         self.tier_weights = np.zeros(0)  # fading^(tier-1) per tier, lowest first
@@ -114,6 +115,7 @@ class NetworkTopologyAware:
         # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
         self.memo: dict[str, tuple[tuple[int, str | None], str | None, np.ndarray | None]] = {}
         self.weights = np.zeros(0)
+        self.binpack_dims: dict[bytes, tuple[Any, ...]] = {}  # request → its dims and HyperNode constants
         self.placed: dict[str, int] = {}
 
     # --- session ---------------------------------------------------------------------------------------------------
@@ -127,10 +129,11 @@ class NetworkTopologyAware:
         members = np.zeros((len(self.names), len(arrays)))
         for i, name in enumerate(self.names):
             members[i, tree.rows(name, arrays.index)] = 1.0
-        self.members = members
-        self.hn_allocatable = members @ arrays.allocatable
-        self.hn_used = members @ arrays.used
+        self.sums = hypernodes.RowSums(tree, self.names, arrays.index)
+        self.hn_allocatable = self.sums(arrays.allocatable)
+        self.hn_used = self.sums(arrays.used)
         self.row_hypernodes = [np.flatnonzero(members[:, r]) for r in range(len(arrays))]
+        self.row_members = np.ascontiguousarray(members.T)  # node row × HyperNode, 1 where the row is under it
         self.leaf_of_row = np.array([self.pos.get(tree.leaf_of(name), -1) for name in arrays.names], dtype=np.intp)
         self.by_leaf = {}
         self.constraints = {}
@@ -149,6 +152,7 @@ class NetworkTopologyAware:
                             else np.zeros((len(arrays), 0), dtype=np.intp))
         names = ssn.resources.names
         self.weights = np.array([float(self.options.resources.get(n, -1)) for n in names])
+        self.binpack_dims = {}
         self.placed = {}
 
     def on_allocate(self, task: Task) -> None:
@@ -198,32 +202,37 @@ class NetworkTopologyAware:
                         out = self.tree.lca(out, leaf)
         return out
 
-    def _binpack(self, request: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """Per HyperNode in `idx`: Σ weight·(used + request)/allocatable over requested weighted resources, / Σ
-        weight; 0 when the request does not fit what the HyperNode has left."""
-        dims = (request >= EPSILON) & (self.weights >= 0)
-        if not dims.any() or not len(idx):
-            return np.zeros(len(idx))
-        alloc = self.hn_allocatable[np.ix_(idx, np.flatnonzero(dims))]
-        final = self.hn_used[np.ix_(idx, np.flatnonzero(dims))] + request[dims]
-        w = self.weights[dims]
-        over = (final > alloc + EPSILON).any(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(alloc > 0, final / np.where(alloc > 0, alloc, 1.0), 0.0)
-        total = w.sum()
-        score = (ratio * w).sum(axis=1) / total if total > 0 else np.zeros(len(idx))
-        return np.where(over, 0.0, score)
+    def _binpack(self, request: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """Per HyperNode in `idx` (None: every one): Σ weight·(used + request)/allocatable over requested weighted
+        resources, / Σ weight; 0 when the request does not fit what the HyperNode has left."""
+        key = request.tobytes()
+        got = self.binpack_dims.get(key)
+        if got is None:
+            dims = np.flatnonzero((request >= EPSILON) & (self.weights >= 0))
+            alloc = self.hn_allocatable[:, dims]
+            w = self.weights[dims]
+            total = float(w.sum())
+            safe = np.where(alloc > 0, alloc, 1.0)  # ratio 0 where the HyperNode has none of the resource
+            got = self.binpack_dims[key] = (dims, request[dims], safe, alloc > 0, alloc + EPSILON, w, total)
+        dims, req, safe, has, limit, w, total = got
+        n = len(self.names) if idx is None else len(idx)
+        if not len(dims) or not n or total <= 0:
+            return np.zeros(n)
+        if idx is not None:
+            safe, has, limit = safe[idx], has[idx], limit[idx]
+        final = (self.hn_used[:, dims] if idx is None else self.hn_used[np.ix_(idx, dims)]) + req
+        over = (final > limit).any(axis=1)
+        score = (np.where(has, final / safe, 0.0) * w).sum(axis=1) / total
+        score[over] = 0.0
+        return score
 
     def _task_counts(self, job: Job) -> np.ndarray:
         """Per HyperNode, how many of the job's tasks run (or are placed) under it (Volcano scoreWithTaskNum)."""
         memo = self.memo.get(job.uid)
         if memo is not None and memo[0][0] == job.version and memo[2] is not None:
             return memo[2]
-        counts = np.zeros(len(self.names))
-        for s in _PLACED:
-            for t in job.index.get(s, {}).values():
-                if t.node >= 0:
-                    counts[self.row_hypernodes[t.node]] += 1
+        rows = [t.node for s in _PLACED for t in job.index.get(s, {}).values() if t.node >= 0]
+        counts = self.row_members[rows].sum(axis=0) if rows else np.zeros(len(self.names))
         if memo is not None and memo[0][0] == job.version:
             self.memo[job.uid] = (memo[0], memo[1], counts)
         return counts
@@ -245,8 +254,8 @@ class NetworkTopologyAware:
         eligible = None
         if need is not None and (need > EPSILON).any():
             arrays = self.ssn.arrays
-            idle = self.members @ arrays.idle
-            future = self.members @ arrays.future_idle()
+            idle = self.sums(arrays.idle)
+            future = self.sums(arrays.future_idle())
 
             def eligible(name: str) -> bool:
                 i = self.pos[name]
@@ -287,7 +296,7 @@ class NetworkTopologyAware:
             return np.zeros(len(candidates))
         if not len(self.tier_weights) or self.tier_weights.sum() <= 0:
             return np.zeros(len(candidates))
-        hn_scores = np.append(self._binpack(task.resreq, np.arange(len(self.names))), 1.0)  # last: under none
+        hn_scores = np.append(self._binpack(task.resreq), 1.0)  # last: under none
         return (hn_scores[self.tier_matrix[candidates]] @ self.tier_weights) / self.tier_weights.sum()
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
@@ -301,7 +310,7 @@ class NetworkTopologyAware:
             return np.zeros(len(candidates))
         by_leaf = self.by_leaf.get(allocated)
         if by_leaf is None:
-            by_leaf = np.zeros(len(self.names))
+            by_leaf = np.zeros(len(self.names) + 1)  # the last: a node under no HyperNode (leaf -1)
             for leaf in np.unique(self.leaf_of_row):
                 if leaf < 0:
                     continue
@@ -312,9 +321,9 @@ class NetworkTopologyAware:
                     lca = self.tree.lca(name, allocated)
                     by_leaf[leaf] = self._tier_score(self.tree.hypernodes[lca].tier) if lca else 0.0
             self.by_leaf[allocated] = by_leaf
-        scores = np.where(leaves >= 0, by_leaf[np.maximum(leaves, 0)], 0.0)
+        scores = by_leaf[leaves]  # leaf -1 reads the last entry, 0
         top = np.flatnonzero(scores >= scores.max())
         if len(top) > 1 and job.tasks:
-            share = self._task_counts(job) / len(job.tasks)
-            scores[top] += np.where(leaves[top] >= 0, share[np.maximum(leaves[top], 0)], 0.0)
+            share = np.append(self._task_counts(job) / len(job.tasks), 0.0)
+            scores[top] += share[leaves[top]]
         return scores

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lahar.scheduler.framework import hypernodes as hn
@@ -194,3 +195,29 @@ def test_incremental_snapshot_follows_hypernode_events() -> None:
     assert set(inputs.snapshot().extras["hypernodes"]) == {"s0"}
     inputs.delete("hypernodes", TREE[0])
     assert inputs.snapshot().extras["hypernodes"] == {}
+
+
+ROW_SUMS = [
+    pytest.param(["r1", "r2"], [[6.0, 9.0], [10.0, 12.0]], id="two-racks"),
+    pytest.param(["empty", "r1"], [[0.0, 0.0], [6.0, 9.0]], id="empty-first"),
+    pytest.param(["r1", "empty"], [[6.0, 9.0], [0.0, 0.0]], id="empty-last-keeps-the-rack-whole"),
+    pytest.param(["r1", "empty", "r2"], [[6.0, 9.0], [0.0, 0.0], [10.0, 12.0]], id="empty-between"),
+    pytest.param(["spine"], [[12.0, 16.0]], id="node-under-both-racks-counts-once-in-the-spine"),
+    pytest.param(["empty"], [[0.0, 0.0]], id="only-empty"),
+    pytest.param([], [], id="none"),
+]
+
+
+@pytest.mark.parametrize(("names", "want"), ROW_SUMS)
+def test_row_sums_per_hypernode(names: list[str], want: list[list[float]]) -> None:
+    """Per-HyperNode sums over node rows, as the HyperNode × node product they replace (n2 is in both racks)."""
+    objs = [hypernode("r1", 1, *nodes_exact("n0", "n1", "n2")), hypernode("r2", 1, *nodes_exact("n2", "n3")),
+            hypernode("empty", 1), hypernode("spine", 2, child("r1"))]
+    tree = hn.build(objs, [node(f"n{i}") for i in range(4)])
+    tree.hypernodes["spine"].nodes = frozenset({"n0", "n1", "n2", "n3"})
+    values = np.arange(8.0).reshape(4, 2)  # row i: (2i, 2i + 1)
+    sums = hn.RowSums(tree, names, {f"n{i}": i for i in range(4)})
+    got = sums(values)
+    assert got.shape == (len(names), 2)
+    assert got.tolist() == want
+    assert sums(values[:, 0]).tolist() == [w[0] for w in want]

@@ -323,3 +323,27 @@ def test_preempt_skips_jobs_with_a_network_topology(constrained: bool, evictions
             pods=[*low, high], nodes=[n("s0-n1")], hypernodes=[hypernode("s0", 1, "s0-n1")], conf=conf,
             priority_classes=[priority_class("low", 10), priority_class("high", 1000)])
     assert len(d.evictions) == evictions
+
+
+PRE_FILTERED = [
+    pytest.param({"cpu": "6", "memory": "12G"}, 3, "0/2 tier-1 hypernodes fit: 2 have too few free cpu",
+                 id="gang-too-big-for-every-rack"),
+    pytest.param({"cpu": "6", "memory": "12G"}, 2,
+                 "0/2 tier-1 hypernodes fit: 2 have too few free resources for the job's minResources",
+                 id="min-resources-above-the-missing-tasks"),
+    pytest.param(None, 3, "0/2 tier-1 hypernodes fit: 2 have too few free cpu", id="no-min-resources"),
+]
+
+
+@pytest.mark.parametrize(("min_resources", "min_member", "want"), PRE_FILTERED)
+def test_hard_pending_reason_counts_hypernodes_the_min_resources_prefilter_dropped(
+        min_resources: dict[str, str] | None, min_member: int, want: str) -> None:
+    # racks of 2 × 2 cpu; the gang of 3 × 2 cpu fits none: the gradient's minResources pre-filter drops both racks,
+    # the event must still say per tier why (it said "no hypernode of an allowed tier")
+    pg = topo(podgroup("pg1").queue("q1").min(min_member), "hard", 1)
+    if min_resources:
+        pg.obj["spec"]["minResources"] = min_resources
+    d = run(podgroups=[pg], pods=gang(3), nodes=FOUR_NODES, hypernodes=TWO_TIER)
+    assert d.binds == []
+    msg = d.pod_conditions[0].message
+    assert f"hard network topology, highestTierAllowed 1: {want}" in msg, msg

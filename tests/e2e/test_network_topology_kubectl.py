@@ -1,0 +1,129 @@
+"""Network-topology-aware gang scheduling on `lahar up --profile dgx-h100-superpod --nodes 32`, through the real kubectl.
+
+With `network-topology-aware` in `lahar-scheduler-configmap`, a Volcano Job of 8 pods × 8 GPUs with
+`networkTopology: {mode: hard, highestTierAllowed: 1}` lands whole in one rack (its nodes share the `volcano.sh/tor`
+label) and its PodGroup carries `volcano.sh/job-allocated-hypernode`; a second identical Job lands whole in another
+rack; a Job of 9 × 8 GPUs (more than a rack holds) stays Pending with the per-tier reason in its Events.
+
+Uses `Up` of `test_lahar_up` (the whole stack in its own process on a temporary data dir): 4 racks of 8 DGX nodes
+under leaf-0..3, two leaves a spine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e import test_lahar_up as base
+from tests.e2e.test_lahar_up import Up
+from tests.support import wait_for
+
+pytestmark = base.pytestmark
+
+LEAF = "hypernode-superpod-tier1-leaf-"
+ALLOCATED = "volcano.sh/job-allocated-hypernode"
+CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: network-topology-aware
+"""
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    u = Up(tmp_path / "lahar", args=("--profile", "dgx-h100-superpod", "--nodes", "32"))
+    try:
+        yield u
+    finally:
+        u.kill()
+
+
+def job(name: str, replicas: int) -> dict[str, Any]:
+    resources = {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8"}
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": "default",
+                     "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                     "tasks": [{"name": "worker", "replicas": replicas, "template": {"spec": {
+                         "restartPolicy": "Never",
+                         "containers": [{"name": "worker", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                                         "resources": {"requests": resources, "limits": resources}}]}}}]}}
+
+
+def apply(up: Up, tmp_path: Path, obj: dict[str, Any]) -> None:
+    path = tmp_path / f"{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    up.kubectl("apply", "-f", str(path))
+
+
+def placement(up: Up, name: str) -> dict[str, str]:
+    """The job's pods → their node ("" while unbound)."""
+    items = json.loads(up.kubectl("get", "pods", "-l", f"volcano.sh/job-name={name}", "-o", "json").stdout)["items"]
+    return {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "" for p in items}
+
+
+def racks(up: Up, nodes: set[str]) -> set[str]:
+    """The `volcano.sh/tor` labels of `nodes`."""
+    items = json.loads(up.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    return {n["metadata"]["labels"].get("volcano.sh/tor", "") for n in items if n["metadata"]["name"] in nodes}
+
+
+def bound(up: Up, name: str, count: int) -> dict[str, str]:
+    return wait_for(f"{count} pods of {name} bound", lambda: (
+        p if len(p := placement(up, name)) == count and all(p.values()) else None), 60)
+
+
+def test_hard_gangs_land_one_rack_each_and_too_big_stays_pending_with_the_tier_reason(up: Up, tmp_path: Path) -> None:
+    up.start()
+    wait_for("the four racks", lambda: len(json.loads(up.kubectl("get", "hypernodes", "-o", "json").stdout)
+                                          ["items"]) == 6, 60)
+    apply(up, tmp_path, {"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "lahar-scheduler-configmap", "namespace": "default"},
+                         "data": {"volcano-scheduler.conf": CONF}})
+    log = up.data_dir / "logs" / "scheduler.log"
+    wait_for("the scheduler to load the conf", lambda: "configuration default/lahar-scheduler-configmap@" in
+             log.read_text(errors="replace"), 30)
+
+    apply(up, tmp_path, job("tp-a", 8))
+    first = bound(up, "tp-a", 8)
+    rack_a = racks(up, set(first.values()))
+    assert len(rack_a) == 1 and len(set(first.values())) == 8, first  # one pod per node, all in one rack
+    pg_a = wait_for("tp-a's allocated hypernode", lambda: json.loads(up.kubectl(
+        "get", "podgroups", "-o", "json").stdout)["items"] and next(
+        (pg for pg in json.loads(up.kubectl("get", "podgroups", "-o", "json").stdout)["items"]
+         if pg["metadata"]["name"].startswith("tp-a") and ALLOCATED in (pg["metadata"].get("annotations") or {})),
+        None), 30)
+    assert pg_a["metadata"]["annotations"][ALLOCATED] == LEAF + rack_a.pop().split("-")[-1], pg_a["metadata"]
+
+    apply(up, tmp_path, job("tp-b", 8))
+    second = bound(up, "tp-b", 8)
+    rack_b = racks(up, set(second.values()))
+    assert len(rack_b) == 1 and not set(second.values()) & set(first.values()), (first, second)
+    assert rack_b != racks(up, set(first.values())), (first, second)
+
+    apply(up, tmp_path, job("tp-big", 9))
+
+    def reason() -> str | None:
+        items = json.loads(up.kubectl("get", "events", "-o", "json").stdout)["items"]
+        return next((e["message"] for e in items if e["involvedObject"]["name"].startswith("tp-big")
+                     and "tier-1 hypernodes fit" in e["message"]), None)
+
+    message = wait_for("tp-big's pending reason", reason, 60)
+    assert "hard network topology, highestTierAllowed 1: 0/4 tier-1 hypernodes fit: 4 have too few free " \
+           "nvidia.com/gpu" in message, message
+    assert not any(placement(up, "tp-big").values()), placement(up, "tp-big")
+    assert up.interrupt() == 0, up.output()
