@@ -8,6 +8,7 @@ from __future__ import annotations
 from lahar.scheduler.actions.allocate import Allocate
 from lahar.scheduler.actions.backfill import Backfill
 from lahar.scheduler.actions.enqueue import Enqueue
+from lahar.scheduler.actions.gangpreempt import GangPreempt, GangReclaim
 from lahar.scheduler.actions.preempt import Preempt
 from lahar.scheduler.actions.reclaim import Reclaim
 from lahar.scheduler.framework.registry import Registry
@@ -37,6 +38,8 @@ def in_tree_registry() -> Registry:
             .add_action("backfill", Backfill)
             .add_action("preempt", Preempt)
             .add_action("reclaim", Reclaim)
+            .add_action("gangpreempt", GangPreempt)
+            .add_action("gangreclaim", GangReclaim)
             .add_plugin("priority", Priority)
             .add_plugin("gang", Gang)
             .add_plugin("conformance", Conformance)

@@ -1,0 +1,252 @@
+"""gangpreempt / gangreclaim: job-level eviction (spec §5.3). A starving gang that cannot fit evicts whole bundles
+of other gangs inside one domain (a HyperNode of its allowed tier when it has a hard networkTopology, else the
+cluster), chosen by `actions/_gang.choose`, then pipelines every pending task there. All in one Statement: when the
+gang is not pipelined after the evictions nothing is evicted. gangpreempt takes lower-priority gangs of its own
+queue; gangreclaim takes gangs of other, reclaimable queues for a queue that is not overused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from lahar.kube import selectors
+from lahar.scheduler.actions import _gang, _network
+from lahar.scheduler.actions._util import PriorityQueue, fits, preempt_candidate_nodes
+from lahar.scheduler.framework import hypernodes
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
+from lahar.scheduler.plugins.conformance import CRITICAL
+
+__all__ = ["GangPreempt", "GangReclaim"]
+
+EVICTABLE = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
+DEFAULT_MAX_DOMAINS = 8
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+PLANS_PER_DOMAIN = 4  # cheapest plans of a domain tried when the aggregate fits but a pod does not land
+MAX_ATTEMPTS = 8
+
+
+class GangPreempt:
+    name = "gangpreempt"
+    reason = "gangpreempt"
+    statuses = EVICTABLE
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        self.arguments = dict(arguments or {})
+        try:
+            self.max_domains = int(self.arguments.get("maxDomains", DEFAULT_MAX_DOMAINS))
+        except (TypeError, ValueError):
+            self.max_domains = DEFAULT_MAX_DOMAINS
+        if self.max_domains <= 0:  # Volcano falls back to the default
+            self.max_domains = DEFAULT_MAX_DOMAINS
+        self.allow_whole = _flag(self.arguments.get("allowWholeBundle", True))
+
+    # --- what differs between preempt and reclaim ----------------------------------------------------------------
+
+    def eligible_queue(self, ssn: Session, queue: Queue) -> bool:
+        return True
+
+    def victim_job(self, ssn: Session, preemptor: Job, victim: Job) -> bool:
+        return victim.queue == preemptor.queue and victim.priority < preemptor.priority
+
+    def rank(self, ssn: Session, victims: list[Job]) -> dict[str, int]:
+        """Lowest job order first (Volcano: !JobOrderFn)."""
+        order = sorted(victims, key=victims_order_job(ssn))
+        return {j.uid: i for i, j in enumerate(order)}
+
+    # --- the action ----------------------------------------------------------------------------------------------
+
+    def execute(self, ssn: Session) -> None:
+        queues: PriorityQueue[Queue] = PriorityQueue(ssn.queue_order)
+        seen: set[str] = set()
+        preemptors: dict[str, PriorityQueue[Job]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or ssn.job_valid(job) is not None:
+                continue
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            if queue.uid not in seen:
+                seen.add(queue.uid)
+                queues.push(queue)
+            if ssn.job_starving(job):
+                preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+        while not queues.empty():
+            queue = queues.pop()
+            jobs = preemptors.get(queue.uid)
+            while jobs is not None and not jobs.empty():
+                job = jobs.pop()
+                if self.eligible_queue(ssn, queue):
+                    self.preempt_job(ssn, queue, job)
+
+    def preempt_job(self, ssn: Session, queue: Queue, job: Job) -> bool:
+        pending = sorted((t for t in job.index.get(TaskStatus.PENDING, {}).values()
+                          if not t.sch_gated and t.preemption_policy != "Never"), key=ssn.task_key())
+        if not pending or any(ssn.pre_predicate(t) is not None for t in pending):
+            return False
+        need = np.sum([t.init_resreq for t in pending], axis=0)
+        tries: list[tuple[Any, int, _gang.Plan, np.ndarray]] = []
+        for i, rows in enumerate(self.domains(ssn, job)):
+            plans = _gang.choose(need, self._idle(ssn, rows), self.bundles(ssn, job, rows))
+            if plans and not plans[0].bundles:
+                return False  # room without evicting anything: allocate's business, not ours
+            tries += [(p.cost, i, p, rows) for p in plans[:PLANS_PER_DOMAIN]]
+        tries.sort(key=lambda x: (x[0], x[1]))  # the fewest victims over every domain, then the lowest tier first
+        return any(self.attempt(ssn, queue, job, pending, rows, plan) for _, _, plan, rows in tries[:MAX_ATTEMPTS])
+
+    def domains(self, ssn: Session, job: Job) -> list[np.ndarray]:
+        """Node rows of each candidate domain: the HyperNodes of a hard-constrained job's allowed tiers, lowest tier
+        first (at most maxDomains), else the whole cluster."""
+        con = _network.constraint_of(ssn, job)
+        if con is None or con.mode is not hypernodes.Mode.HARD:
+            return [np.arange(len(ssn.nodes), dtype=np.intp)]
+        tree = _network._tree(ssn)
+        allocated = ssn.allocated_hypernodes.get(job.uid, "")
+        names = [n for tier in hypernodes.gradient(tree, highest_tier=con.highest_tier, allocated=allocated)
+                 for n in tier][: self.max_domains]
+        index = ssn.arrays.index
+        return [r for r in (tree.rows(n, index) for n in names) if len(r)]
+
+    def bundles(self, ssn: Session, preemptor: Job, rows: np.ndarray) -> list[_gang.Bundle]:
+        local: dict[str, list[Task]] = {}
+        for row in rows:
+            for t in ssn.nodes[int(row)].tasks.values():
+                if t.job == preemptor.uid or t.status not in self.statuses or not evictable_task(t):
+                    continue
+                victim = ssn.jobs.get(t.job)
+                if victim is None or not job_preemptable(victim) or not self.victim_job(ssn, preemptor, victim):
+                    continue
+                local.setdefault(t.job, []).append(t)
+        victims = [ssn.jobs[j] for j in local]
+        ranks = self.rank(ssn, victims)
+        budgets = pdb_budgets(ssn.snapshot.extras.get("poddisruptionbudgets") or {})
+        out: list[_gang.Bundle] = []
+        for victim in victims:
+            tasks = local[victim.uid]
+            tasks.sort(key=lambda t: (t.pod.get("spec", {}).get("priority") or 0, t.uid))
+            everywhere = [t for s in EVICTABLE for t in victim.index.get(s, {}).values()]
+            out += _gang.bundles_of(victim.uid, local=[(t.uid, t.resreq) for t in tasks],
+                                    running=victim.ready_task_num(), min_available=victim.min_available,
+                                    everywhere=sorted(t.uid for t in everywhere), priority=victim.priority,
+                                    rank=ranks[victim.uid], allow_whole=self.allow_whole,
+                                    budget=budget_for(budgets, everywhere))
+        return out
+
+    def attempt(self, ssn: Session, queue: Queue, job: Job, pending: list[Task], rows: np.ndarray,
+                plan: _gang.Plan) -> bool:
+        stmt = ssn.statement()
+        by_uid = {t.uid: t for b in plan.bundles for t in _tasks_of(ssn.jobs[b.job])}
+        for uid in plan.tasks:
+            stmt.evict(by_uid[uid], self.reason)
+        inside = set(int(r) for r in rows)
+        arrays = ssn.arrays
+        for task in pending:
+            if not ssn.allocatable(queue, task):
+                continue
+            for node in preempt_candidate_nodes(ssn, task):
+                if node in inside and fits(task.init_resreq, arrays.future_idle_row(node)):
+                    stmt.pipeline(task, node)
+                    break
+        if not ssn.job_pipelined(job):
+            stmt.discard()
+            return False
+        stmt.commit()
+        for b in plan.bundles:
+            victim = ssn.jobs[b.job]
+            what = "all its running pods" if b.whole else f"{len(b.tasks)} pod(s) above its minAvailable"
+            ssn.record_podgroup_event(victim, "Warning", "Evict",
+                                      f"{self.name}: {what} evicted for job {job.uid} (priority {job.priority})")
+        return True
+
+    @staticmethod
+    def _idle(ssn: Session, rows: np.ndarray) -> np.ndarray:
+        return np.sum([ssn.arrays.future_idle_row(int(r)) for r in rows], axis=0)
+
+
+class GangReclaim(GangPreempt):
+    name = "gangreclaim"
+    reason = "gangreclaim"
+    statuses = frozenset({TaskStatus.RUNNING})
+
+    def eligible_queue(self, ssn: Session, queue: Queue) -> bool:
+        return not ssn.overused(queue)
+
+    def victim_job(self, ssn: Session, preemptor: Job, victim: Job) -> bool:
+        """Another queue that is reclaimable and holds at least its deserved share (proportion's overused)."""
+        other = ssn.queues.get(victim.queue)
+        return (victim.queue != preemptor.queue and other is not None and other.reclaimable
+                and ssn.overused(other))
+
+    def rank(self, ssn: Session, victims: list[Job]) -> dict[str, int]:
+        """The most-served queue's jobs first (reverse queue order), then lowest job order."""
+        def key(j: Job) -> tuple[int, int]:
+            return (qrank[j.queue], jrank[j.uid])
+        qs = sorted({j.queue for j in victims}, key=lambda q: q)
+        ordered = _sorted_by_less(qs, lambda a, b: ssn.queue_order(ssn.queues[b], ssn.queues[a]))
+        qrank = {q: i for i, q in enumerate(ordered)}
+        jrank = GangPreempt.rank(self, ssn, victims)
+        return {j.uid: i for i, j in enumerate(sorted(victims, key=key))}
+
+
+def victims_order_job(ssn: Session) -> Callable[[Job], Any]:
+    import functools
+
+    def cmp(a: Job, b: Job) -> int:
+        return -1 if ssn.job_order(b, a) else (1 if ssn.job_order(a, b) else (-1 if a.uid < b.uid else 1))
+    return functools.cmp_to_key(cmp)
+
+
+def _sorted_by_less(items: list[str], less: Callable[[str, str], bool]) -> list[str]:
+    import functools
+    return sorted(items, key=functools.cmp_to_key(lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)))
+
+
+def _tasks_of(job: Job) -> list[Task]:
+    return [t for s in EVICTABLE for t in job.index.get(s, {}).values()]
+
+
+def evictable_task(t: Task) -> bool:
+    """The pod's own preemptable flag and the conformance rule: no critical pods, nothing in kube-system."""
+    spec = t.pod.get("spec") or {}
+    return t.preemptable and spec.get("priorityClassName") not in CRITICAL and t.namespace != "kube-system"
+
+
+def job_preemptable(job: Job) -> bool:
+    """Volcano IsJobPreemptableForGangEviction: a PodGroup `volcano.sh/preemptable` annotation or label decides."""
+    meta = job.podgroup.get("metadata") or {}
+    for src in (meta.get("annotations") or {}, meta.get("labels") or {}):
+        if PREEMPTABLE_KEY in src:
+            return _flag(src[PREEMPTABLE_KEY])
+    return True
+
+
+def pdb_budgets(pdbs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, selectors.LabelSelector, int]]:
+    """(namespace, selector, disruptionsAllowed) of each policy/v1 PodDisruptionBudget of the snapshot."""
+    out = []
+    for pdb in pdbs.values():
+        meta = pdb.get("metadata") or {}
+        try:
+            sel = selectors.from_label_selector((pdb.get("spec") or {}).get("selector"))
+        except selectors.SelectorError:
+            continue
+        allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+        out.append((meta.get("namespace", ""), sel, allowed))
+    return out
+
+
+def budget_for(budgets: list[tuple[str, selectors.LabelSelector, int]], tasks: list[Task]) -> int | None:
+    """The fewest disruptions any PDB covering these pods allows (None: no PDB covers them)."""
+    got: int | None = None
+    for ns, sel, allowed in budgets:
+        if any(t.namespace == ns and sel.matches((t.pod.get("metadata") or {}).get("labels") or {}) for t in tasks):
+            got = allowed if got is None else min(got, allowed)
+    return got
+
+
+def _flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() not in ("false", "0", "no", "off")
