@@ -41,6 +41,7 @@ _OPTIONAL_KINDS = {
     "devices": ("scheduling.koordinator.sh", "v1alpha1", "devices"),
     "namespaces": ("", "v1", "namespaces"),  # pod affinity namespaceSelector (plugins/predicates)
     "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),  # network topology (framework/hypernodes)
+    "poddisruptionbudgets": ("policy", "v1", "poddisruptionbudgets"),  # gangpreempt / gangreclaim victims
 }
 
 

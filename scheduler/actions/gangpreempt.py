@@ -122,7 +122,7 @@ class GangPreempt:
                 local.setdefault(t.job, []).append(t)
         victims = [ssn.jobs[j] for j in local]
         ranks = self.rank(ssn, victims)
-        budgets = pdb_budgets(ssn.snapshot.extras.get("poddisruptionbudgets") or {})
+        budgets = pdb_budgets(ssn.snapshot.extras.get("poddisruptionbudgets") or {}, _healthy_counter(ssn))
         out: list[_gang.Bundle] = []
         for victim in victims:
             tasks = local[victim.uid]
@@ -204,6 +204,14 @@ def _sorted_by_less(items: list[str], less: Callable[[str, str], bool]) -> list[
     return sorted(items, key=functools.cmp_to_key(lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)))
 
 
+def _healthy_counter(ssn: Session) -> Callable[[str, selectors.LabelSelector], int]:
+    def healthy(ns: str, sel: selectors.LabelSelector) -> int:
+        return sum(1 for j in ssn.jobs.values() if j.namespace == ns
+                   for t in j.index.get(TaskStatus.RUNNING, {}).values()
+                   if sel.matches((t.pod.get("metadata") or {}).get("labels") or {}))
+    return healthy
+
+
 def _tasks_of(job: Job) -> list[Task]:
     return [t for s in EVICTABLE for t in job.index.get(s, {}).values()]
 
@@ -223,18 +231,57 @@ def job_preemptable(job: Job) -> bool:
     return True
 
 
-def pdb_budgets(pdbs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, selectors.LabelSelector, int]]:
-    """(namespace, selector, disruptionsAllowed) of each policy/v1 PodDisruptionBudget of the snapshot."""
+def pdb_budgets(pdbs: Mapping[str, Mapping[str, Any]],
+                healthy: Callable[[str, selectors.LabelSelector], int] | None = None,
+                ) -> list[tuple[str, selectors.LabelSelector, int]]:
+    """(namespace, selector, disruptions allowed) of each policy/v1 PodDisruptionBudget of the snapshot: its
+    `status.disruptionsAllowed` when the status is current (observedGeneration ≥ generation), else computed as the
+    disruption controller would from `healthy(namespace, selector)` (the matching running pods) and
+    `spec.minAvailable` / `spec.maxUnavailable` (integer or percent); 0 when neither is known."""
     out = []
     for pdb in pdbs.values():
         meta = pdb.get("metadata") or {}
+        spec = pdb.get("spec") or {}
+        status = pdb.get("status") or {}
+        ns = meta.get("namespace", "")
         try:
-            sel = selectors.from_label_selector((pdb.get("spec") or {}).get("selector"))
+            sel = selectors.from_label_selector(spec.get("selector"))
         except selectors.SelectorError:
             continue
-        allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
-        out.append((meta.get("namespace", ""), sel, allowed))
+        current = "disruptionsAllowed" in status and int(status.get("observedGeneration") or 0) >= int(
+            meta.get("generation") or 0)
+        if current or healthy is None:
+            allowed = _int(status.get("disruptionsAllowed"))
+        else:
+            allowed = disruptions_allowed(spec, healthy(ns, sel))
+        out.append((ns, sel, allowed))
     return out
+
+
+def disruptions_allowed(spec: Mapping[str, Any], healthy: int) -> int:
+    """Pods that may go now: healthy − desired healthy; the expected count is the healthy count (no scale lookup)."""
+    if spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], healthy, up=True)
+    elif spec.get("maxUnavailable") is not None:
+        desired = healthy - _scaled(spec["maxUnavailable"], healthy, up=True)
+    else:
+        return 0
+    return max(0, healthy - desired)
+
+
+def _scaled(value: object, total: int, *, up: bool) -> int:
+    text = str(value).strip()
+    if text.endswith("%"):
+        pct = _int(text[:-1])
+        return -(-pct * total // 100) if up else pct * total // 100
+    return _int(text)
+
+
+def _int(value: object) -> int:
+    try:
+        return int(str(value).strip()) if value is not None else 0
+    except ValueError:
+        return 0
 
 
 def budget_for(budgets: list[tuple[str, selectors.LabelSelector, int]], tasks: list[Task]) -> int | None:

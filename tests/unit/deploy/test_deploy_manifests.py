@@ -303,6 +303,7 @@ RBAC = [
     ("scheduler", "patch", "queues/status", V, None, None, True),
     ("scheduler", "watch", "nodes", "", None, None, True),
     ("scheduler", "watch", "numatopologies", "nodeinfo.volcano.sh", None, None, True),
+    ("scheduler", "watch", "poddisruptionbudgets", "policy", None, None, True),
     ("scheduler", "watch", "configmaps", "", NS, None, True),
     ("scheduler", "watch", "configmaps", "", "default", None, False),
     ("scheduler", "create", "pods", "", None, None, False),

@@ -12,10 +12,11 @@ import pytest
 from prometheus_client import generate_latest
 
 from lahar.scheduler.actions import _gang
-from lahar.scheduler.actions.gangpreempt import GangPreempt, budget_for, pdb_budgets
+from lahar.scheduler.actions.gangpreempt import GangPreempt, budget_for, disruptions_allowed, pdb_budgets
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Decisions
+from lahar.scheduler.incremental import KINDS, SnapshotInputs
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_session
@@ -108,6 +109,31 @@ def test_pdb_budget_is_the_smallest_matching() -> None:
     assert budget_for(pdb_budgets(pdbs), []) is None
 
 
+DISRUPTIONS = [
+    dict(id="min-available-int", spec={"minAvailable": 2}, healthy=3, want=1),
+    dict(id="min-available-above-healthy", spec={"minAvailable": 5}, healthy=3, want=0),
+    dict(id="min-available-percent-rounds-up", spec={"minAvailable": "50%"}, healthy=3, want=1),
+    dict(id="max-unavailable-int", spec={"maxUnavailable": 1}, healthy=3, want=1),
+    dict(id="max-unavailable-all", spec={"maxUnavailable": "100%"}, healthy=3, want=3),
+    dict(id="neither-field", spec={}, healthy=3, want=0),
+    dict(id="junk-value", spec={"minAvailable": "x"}, healthy=3, want=3),
+]
+
+
+@pytest.mark.parametrize("case", DISRUPTIONS, ids=[c["id"] for c in DISRUPTIONS])
+def test_disruptions_allowed_without_a_current_status(case: dict[str, Any]) -> None:
+    assert disruptions_allowed(case["spec"], case["healthy"]) == case["want"]
+
+
+def test_a_stale_pdb_status_is_recomputed_from_the_spec() -> None:
+    stale = pdb("a", {"app": "x"}, 5)
+    stale["metadata"]["generation"] = 2
+    stale["status"]["observedGeneration"] = 1
+    stale["spec"]["minAvailable"] = 1
+    assert pdb_budgets({"c1/a": stale}, lambda ns, sel: 3)[0][2] == 2
+    assert pdb_budgets({"c1/a": pdb("a", {"app": "x"}, 5)}, lambda ns, sel: 3)[0][2] == 5
+
+
 # ---- sessions ---------------------------------------------------------------------------------------------------
 
 def pdb(name: str, labels: dict[str, str], allowed: int) -> dict[str, Any]:
@@ -128,8 +154,7 @@ def run(*, pods: list[Any], nodes: list[Any], podgroups: list[Any], conf: str = 
     c = confs.load(conf, actions=registry.action_names, plugins=registry.plugin_names)
     snap = snapshots.build(pods=_objs(list(pods)), nodes=_objs(list(nodes)), podgroups=_objs(list(podgroups)),
                            queues=_objs(list(queues or [queue("c1")])), hypernodes=list(hypernodes),
-                           priority_classes=_objs(PCS))
-    snap.extras["poddisruptionbudgets"] = {f"c1/{p['metadata']['name']}": p for p in pdbs}
+                           priority_classes=_objs(PCS), poddisruptionbudgets=list(pdbs))
     return run_session(snap, c, registry=registry, uid="ssn-1")
 
 
@@ -222,6 +247,20 @@ def test_pod_disruption_budget_limits_the_gang_evicted(allowed: int, want: list[
     assert evicted(d) == want
 
 
+@pytest.mark.parametrize(("spec", "want"), [({"minAvailable": 1}, []), ({"maxUnavailable": "100%"}, ["a1", "a2"])],
+                         ids=["min-available-1-of-2", "max-unavailable-all"])
+def test_pod_disruption_budget_without_status_is_computed(spec: dict[str, Any], want: list[str]) -> None:
+    budget = pdb("lo", {"app": "lo"}, 0)
+    budget.pop("status")
+    budget["spec"].update(spec)
+    d = run(nodes=[n("n1"), n("n2")], pdbs=[budget],
+            podgroups=[running("lo", min_=2), wanting("hi", 2)],
+            pods=[pod("a1").req("2", "1G").group("lo").on("n1").label(app="lo"),
+                  pod("a2").req("2", "1G").group("lo").on("n2").label(app="lo"),
+                  pod("b1").req("2", "1G").group("hi"), pod("b2").req("2", "1G").group("hi")])
+    assert evicted(d) == want
+
+
 TWO_RACKS = [hypernode("s0", 1, "n1", "n2"), hypernode("s1", 1, "n3", "n4"),
              hypernode("s2", 2, children=("s0", "s1"))]
 
@@ -265,3 +304,14 @@ def test_preemption_metrics_count_gang_victims() -> None:
     text = generate_latest(m.registry).decode()
     assert "volcano_pod_preemption_victims 2.0" in text
     assert "volcano_total_preemption_attempts 1.0" in text
+
+
+def test_pdbs_reach_the_snapshot_incrementally_by_namespace_and_name() -> None:
+    inputs = SnapshotInputs()
+    for kind in KINDS:
+        inputs.replace(kind, [])
+    inputs.snapshot()
+    inputs.upsert("poddisruptionbudgets", pdb("a", {"app": "x"}, 1))
+    assert set(inputs.snapshot().extras["poddisruptionbudgets"]) == {"c1/a"}
+    inputs.delete("poddisruptionbudgets", pdb("a", {"app": "x"}, 1))
+    assert inputs.snapshot().extras["poddisruptionbudgets"] == {}
