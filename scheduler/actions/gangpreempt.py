@@ -7,6 +7,7 @@ queue; gangreclaim takes gangs of other, reclaimable queues for a queue that is 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -181,26 +182,27 @@ class GangReclaim(GangPreempt):
                 and ssn.overused(other))
 
     def rank(self, ssn: Session, victims: list[Job]) -> dict[str, int]:
-        """The most-served queue's jobs first (reverse queue order), then lowest job order."""
-        def key(j: Job) -> tuple[int, int]:
-            return (qrank[j.queue], jrank[j.uid])
-        qs = sorted({j.queue for j in victims}, key=lambda q: q)
-        ordered = _sorted_by_less(qs, lambda a, b: ssn.queue_order(ssn.queues[b], ssn.queues[a]))
-        qrank = {q: i for i, q in enumerate(ordered)}
+        """The last queue in queue order first (Volcano SortBundlesForReclaim), then the lowest job order."""
+        queues = _sorted_by_less(sorted({j.queue for j in victims}),
+                                 lambda a, b: ssn.queue_order(ssn.queues[b], ssn.queues[a]))
+        qrank = {q: i for i, q in enumerate(queues)}
         jrank = GangPreempt.rank(self, ssn, victims)
-        return {j.uid: i for i, j in enumerate(sorted(victims, key=key))}
+        ordered = sorted(victims, key=lambda j: (qrank[j.queue], jrank[j.uid]))
+        return {j.uid: i for i, j in enumerate(ordered)}
 
 
 def victims_order_job(ssn: Session) -> Callable[[Job], Any]:
-    import functools
-
+    """Victim jobs, the lowest in job order first (reverse JobOrderFn), then by uid."""
     def cmp(a: Job, b: Job) -> int:
-        return -1 if ssn.job_order(b, a) else (1 if ssn.job_order(a, b) else (-1 if a.uid < b.uid else 1))
+        if ssn.job_order(b, a):
+            return -1
+        if ssn.job_order(a, b):
+            return 1
+        return (a.uid > b.uid) - (a.uid < b.uid)
     return functools.cmp_to_key(cmp)
 
 
 def _sorted_by_less(items: list[str], less: Callable[[str, str], bool]) -> list[str]:
-    import functools
     return sorted(items, key=functools.cmp_to_key(lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)))
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
 from lahar.scheduler.actions import _gang
@@ -95,6 +97,33 @@ def test_bundles_of(case: dict[str, Any]) -> None:
                            everywhere=[f"t{i}" for i in range(case["running"])], allow_whole=case["allow_whole"],
                            budget=case["budget"])
     assert [(x.whole, len(x.tasks)) for x in got] == case["want"]
+
+
+GANGS = st.lists(st.tuples(st.integers(1, 5), st.integers(0, 6), st.integers(1, 5), st.booleans()), min_size=1,
+                 max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(gangs=GANGS, need=st.integers(1, 20))
+def test_no_victim_gang_is_left_below_min_available_unless_all_of_it_goes(
+        gangs: list[tuple[int, int, int, bool]], need: int) -> None:
+    """A chosen plan evicts from each gang either pods above its minAvailable or every running pod (a gang already
+    below its minAvailable may lose any of them: it is broken already)."""
+    bundles, sizes = [], {}
+    for i, (run_, min_, local, whole) in enumerate(gangs):
+        local = min(local, run_)
+        sizes[f"j{i}"] = (run_, min_)
+        bundles += _gang.bundles_of(f"j{i}", local=[(f"j{i}-t{k}", cpu(1)) for k in range(local)], running=run_,
+                                    min_available=min_, everywhere=[f"j{i}-t{k}" for k in range(run_)],
+                                    allow_whole=whole, rank=i)
+    plans = _gang.choose(cpu(need), cpu(0), bundles)
+    for plan in plans[:3]:
+        for bundle in plan.bundles:
+            run_, min_ = sizes[bundle.job]
+            left = run_ - len(bundle.tasks)
+            assert left >= min_ or left == 0 or run_ < min_, (bundle, run_, min_)
+    if plans:
+        assert len({b.job for b in plans[0].bundles}) == len(plans[0].bundles)
 
 
 @pytest.mark.parametrize(("value", "want"), [(3, 3), (0, 8), (-1, 8), ("x", 8)], ids=["set", "zero", "negative", "junk"])
