@@ -9,7 +9,6 @@ evicted pods, then the lowest victim priority. Used by `actions/gangpreempt.py`.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,9 +43,9 @@ class Plan:
         return [t for b in self.bundles for t in b.tasks]
 
     @property
-    def cost(self) -> tuple[int, int, int, tuple[int, ...]]:
-        return (sum(b.whole for b in self.bundles), len(self.tasks), sum(b.priority for b in self.bundles),
-                tuple(sorted(b.rank for b in self.bundles)))
+    def cost(self) -> tuple[int, int, int]:
+        """What `choose` minimises: broken gangs, evicted pods, the victims' priority (then rank order)."""
+        return (sum(b.whole for b in self.bundles), len(self.tasks), sum(b.priority for b in self.bundles))
 
 
 def bundles_of(job: str, *, local: Sequence[tuple[str, np.ndarray]], running: int, min_available: int,
@@ -72,24 +71,46 @@ def bundles_of(job: str, *, local: Sequence[tuple[str, np.ndarray]], running: in
     return out
 
 
-def choose(need: np.ndarray, idle: np.ndarray, bundles: Sequence[Bundle]) -> list[Plan]:
-    """Every set of bundles (at most one per job) whose freed resources with `idle` cover `need`, cheapest
-    first; [] when none does. An empty plan comes first when `idle` already covers `need`."""
+def choose(need: np.ndarray, idle: np.ndarray, bundles: Sequence[Bundle], limit: int = 4) -> list[Plan]:
+    """The `limit` cheapest sets of bundles (at most one per job) whose freed resources with `idle` cover `need`,
+    cheapest first; [] when none does. An empty plan comes first when `idle` already covers `need`. Every
+    combination is scored at once as arrays (3^8 rows at most), only the winners become Plans."""
     by_job: dict[str, list[Bundle]] = {}
     for b in sorted(bundles, key=lambda b: (b.rank, b.job, b.whole)):
         by_job.setdefault(b.job, []).append(b)
     jobs = sorted(by_job, key=lambda j: (by_job[j][0].rank, j))[:EXHAUSTIVE_JOBS]
-    options = [[None, *by_job[j]] for j in jobs]
-    plans: list[Plan] = []
-    for combo in itertools.product(*options):
-        chosen = tuple(b for b in combo if b is not None)
-        freed = idle.astype(float, copy=True)
-        for b in chosen:
-            freed = freed + b.freed
-        if bool(np.all(need <= freed + EPSILON)):
-            plans.append(Plan(chosen))
-    plans.sort(key=lambda p: p.cost)
-    return plans
+    dims = len(need)
+    freed = np.zeros((1, dims))
+    whole = np.zeros(1, dtype=np.int64)
+    pods = np.zeros(1, dtype=np.int64)
+    prio = np.zeros(1, dtype=np.int64)
+    picks = np.zeros((1, 0), dtype=np.int64)  # per job: 0 = none, k = its k-th bundle
+    for j in jobs:
+        opts = by_job[j]
+        f = np.vstack([np.zeros(dims), *[_vec(o.freed, dims) for o in opts]])
+        w = np.array([0, *[int(o.whole) for o in opts]])
+        c = np.array([0, *[len(o.tasks) for o in opts]])
+        p = np.array([0, *[o.priority for o in opts]])
+        k = len(opts) + 1
+        freed = (freed[:, None, :] + f[None, :, :]).reshape(-1, dims)
+        whole = (whole[:, None] + w[None, :]).reshape(-1)
+        pods = (pods[:, None] + c[None, :]).reshape(-1)
+        prio = (prio[:, None] + p[None, :]).reshape(-1)
+        picks = np.hstack([np.repeat(picks, k, axis=0), np.tile(np.arange(k), len(picks))[:, None]])
+    ok = np.all(need[None, :] <= idle[None, :] + freed + EPSILON, axis=1)
+    rows = np.flatnonzero(ok)
+    if len(rows) == 0:
+        return []
+    # last tie-break: the set holding the earliest job in rank order that the other lacks (a bit per job, the
+    # first-ranked job the highest bit, the larger mask first)
+    n = len(jobs)
+    mask = ((picks[rows] > 0) * (1 << np.arange(n - 1, -1, -1, dtype=np.int64))).sum(axis=1) if n else rows * 0
+    order = np.lexsort((-mask, prio[rows], pods[rows], whole[rows]))[:limit]
+    return [Plan(tuple(by_job[jobs[i]][int(v) - 1] for i, v in enumerate(picks[r]) if v)) for r in rows[order]]
+
+
+def _vec(v: np.ndarray, dims: int) -> np.ndarray:
+    return v if len(v) == dims else np.zeros(dims)
 
 
 def _sum(rows: object) -> np.ndarray:

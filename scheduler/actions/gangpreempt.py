@@ -89,14 +89,14 @@ class GangPreempt:
         if not pending or any(ssn.pre_predicate(t) is not None for t in pending):
             return False
         need = np.sum([t.init_resreq for t in pending], axis=0)
-        tries: list[tuple[Any, int, _gang.Plan, np.ndarray]] = []
+        tries: list[tuple[Any, int, int, _gang.Plan, np.ndarray]] = []
         for i, rows in enumerate(self.domains(ssn, job)):
-            plans = _gang.choose(need, self._idle(ssn, rows), self.bundles(ssn, job, rows))
+            plans = _gang.choose(need, self._idle(ssn, rows), self.bundles(ssn, job, rows), PLANS_PER_DOMAIN)
             if plans and not plans[0].bundles:
                 return False  # room without evicting anything: allocate's business, not ours
-            tries += [(p.cost, i, p, rows) for p in plans[:PLANS_PER_DOMAIN]]
-        tries.sort(key=lambda x: (x[0], x[1]))  # the fewest victims over every domain, then the lowest tier first
-        return any(self.attempt(ssn, queue, job, pending, rows, plan) for _, _, plan, rows in tries[:MAX_ATTEMPTS])
+            tries += [(p.cost, i, j, p, rows) for j, p in enumerate(plans)]
+        tries.sort(key=lambda x: (x[0], x[1], x[2]))  # the fewest victims over every domain, then the lowest tier first
+        return any(self.attempt(ssn, queue, job, pending, rows, plan) for _, _, _, plan, rows in tries[:MAX_ATTEMPTS])
 
     def domains(self, ssn: Session, job: Job) -> list[np.ndarray]:
         """Node rows of each candidate domain: the HyperNodes of a hard-constrained job's allowed tiers, lowest tier

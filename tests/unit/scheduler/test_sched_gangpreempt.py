@@ -4,6 +4,7 @@ all-or-nothing, PodGroup events and the preemption metrics."""
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -124,6 +125,29 @@ def test_no_victim_gang_is_left_below_min_available_unless_all_of_it_goes(
             assert left >= min_ or left == 0 or run_ < min_, (bundle, run_, min_)
     if plans:
         assert len({b.job for b in plans[0].bundles}) == len(plans[0].bundles)
+
+
+@settings(max_examples=150, deadline=None)
+@given(gangs=GANGS, need=st.integers(0, 20), idle=st.integers(0, 4))
+def test_choose_finds_the_cheapest_set_as_a_brute_force_search_does(
+        gangs: list[tuple[int, int, int, bool]], need: int, idle: int) -> None:
+    bundles = []
+    for i, (run_, min_, local, whole) in enumerate(gangs):
+        bundles += _gang.bundles_of(f"j{i}", local=[(f"j{i}-t{k}", cpu(1 + k % 2)) for k in range(min(local, run_))],
+                                    running=run_, min_available=min_, everywhere=[f"j{i}-t{k}" for k in range(run_)],
+                                    allow_whole=whole, priority=i % 3, rank=i)
+    by_job: dict[str, list[_gang.Bundle]] = {}
+    for x in bundles:
+        by_job.setdefault(x.job, []).append(x)
+    best = None
+    for combo in itertools.product(*[[None, *v] for v in by_job.values()]):
+        plan = _gang.Plan(tuple(x for x in combo if x is not None))
+        freed = idle + sum(float(x.freed[0]) for x in plan.bundles)
+        if need <= freed and (best is None or plan.cost < best):
+            best = plan.cost
+    plans = _gang.choose(cpu(need), cpu(idle), bundles)
+    assert (plans[0].cost if plans else None) == best
+    assert [p.cost for p in plans] == sorted(p.cost for p in plans)
 
 
 @pytest.mark.parametrize(("value", "want"), [(3, 3), (0, 8), (-1, 8), ("x", 8)], ids=["set", "zero", "negative", "junk"])
