@@ -12,15 +12,16 @@ nearest ancestor's. The decisions are pure functions (`admits`, `score`); the pl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from lahar.scheduler.framework.hooks import NodeFilter
-from lahar.scheduler.framework.nodes import NodeArrays
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import Queue, Task
+from lahar.scheduler.framework.snapshot import ALLOCATED, Queue, Task
 
 __all__ = [
     "BASE_SCORE",
@@ -28,11 +29,14 @@ __all__ = [
     "GroupAffinity",
     "NodeGroup",
     "admits",
+    "exceeded",
     "parse_affinity",
+    "parse_limits",
     "score",
 ]
 
 NODE_GROUP_LABEL = "volcano.sh/nodegroup-name"  # Volcano's schedulingv1beta1.NodeGroupNameKey
+LIMITS_ANNOTATION = "volcano.sh/nodegroup-resource-limits"  # NodeGroupResourceLimitsAnnotationKey
 BASE_SCORE = 100.0
 ROOT = "root"
 
@@ -40,6 +44,8 @@ ROOT = "root"
 NO_AFFINITY = "node group affinity not specified"
 NO_LABEL = "node group label not found"
 UNSATISFIED = "node does not satisfy the node group affinity"
+LIMIT_INVALID = "node group resource limit annotation invalid"
+LIMIT_EXCEEDED = "node group resource limit exceeded"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -118,6 +124,46 @@ def score(affinity: GroupAffinity | None, group: str | None, preferred_order: bo
     return s
 
 
+Limits = dict[str, tuple[np.ndarray, np.ndarray]]  # group → (limit vector, mask of the resources it names)
+
+
+def parse_limits(queue: Mapping[str, Any], resources: ResourceIndex) -> Limits | None:
+    """The queue's per-group limits (None without the annotation); ValueError naming the annotation and the reason
+    when it is not a JSON object of resource lists with valid quantities. Names outside the session's resources
+    are dropped (nothing requests them, so they cannot be exceeded)."""
+    raw = ((queue.get("metadata") or {}).get("annotations") or {}).get(LIMITS_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"parse annotation {LIMITS_ANNOTATION}: {e}") from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise ValueError(f"parse annotation {LIMITS_ANNOTATION}: want {{group: {{resource: quantity}}}}")
+    out: Limits = {}
+    for group, rl in parsed.items():
+        mask = np.zeros(len(resources), dtype=bool)
+        for name, value in rl.items():
+            if not isinstance(value, str | int | float) or isinstance(value, bool):
+                raise ValueError(f"parse annotation {LIMITS_ANNOTATION}: {group}.{name}: not a quantity")
+            i = resources.pos.get(name)
+            if i is not None:
+                mask[i] = True
+        try:
+            vec = resources.vector(rl)
+        except ValueError as e:
+            raise ValueError(f"parse annotation {LIMITS_ANNOTATION}: {group}: {e}") from None
+        out[group] = (vec, mask)
+    return out
+
+
+def exceeded(allocated: np.ndarray, request: np.ndarray, limit: tuple[np.ndarray, np.ndarray]) -> list[int]:
+    """The limited resources (indices) that `allocated + request` goes over by at least the minimum resource."""
+    vec, mask = limit
+    over = allocated + request - vec
+    return [int(i) for i in np.flatnonzero(mask & (over > 0) & (over >= EPSILON))]
+
+
 def _bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
     """Volcano Arguments.GetBool: a bool (or "true"/"false") is taken, anything else keeps the default."""
     v = args.get(key)
@@ -160,6 +206,10 @@ class NodeGroup:
         self._ssn: Session | None = None
         self._filters: dict[str, NodeFilter] = {}
         self._scores: dict[str, np.ndarray] = {}
+        self.limits: dict[str, Limits | None] = {}
+        self.limit_errors: dict[str, str] = {}
+        self.allocated: dict[tuple[str, str], np.ndarray] = {}  # (queue, group) → what its tasks hold there
+        self._held: dict[str, tuple[str, str]] = {}  # task uid → the (queue, group) it is counted in
 
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -167,6 +217,42 @@ class NodeGroup:
         self.affinities = queue_affinities(ssn.queues, hierarchy)
         self.groups = [n.labels.get(NODE_GROUP_LABEL) for n in ssn.nodes]
         self._filters, self._scores = {}, {}
+        self.limits, self.limit_errors, self.allocated, self._held = {}, {}, {}, {}
+        for name, q in ssn.queues.items():
+            try:
+                self.limits[name] = parse_limits(q.queue, ssn.resources)
+            except ValueError as e:
+                self.limit_errors[name] = str(e)
+        for job in ssn.jobs.values():
+            for task in job.tasks.values():
+                if task.status in ALLOCATED:
+                    self._account(task, 1.0)
+
+    def _account(self, task: Task, sign: float) -> None:
+        """Add (or, on deallocate, take back) what the task holds in its queue's group; the group is remembered
+        per task, as a deallocated task may already have lost its node."""
+        assert self._ssn is not None
+        if sign < 0:
+            key = self._held.pop(task.uid, None)
+            if key is not None:
+                self.allocated[key] -= task.resreq
+            return
+        job = self._ssn.jobs.get(task.job)
+        row = self._ssn.arrays.index.get(task.node_name) if task.node_name else None
+        group = None if row is None else self.groups[row]
+        if job is None or group is None or task.uid in self._held:
+            return
+        key = self._held[task.uid] = (job.queue, group)
+        held = self.allocated.get(key)
+        if held is None:
+            held = self.allocated[key] = np.zeros(len(task.resreq))
+        held += task.resreq
+
+    def on_allocate(self, task: Task) -> None:
+        self._account(task, 1.0)
+
+    def on_deallocate(self, task: Task) -> None:
+        self._account(task, -1.0)
 
     def _queue(self, task: Task) -> str | None:
         assert self._ssn is not None
@@ -179,13 +265,27 @@ class NodeGroup:
         if queue is None:
             return NodeFilter(np.zeros(len(nodes), dtype=bool), np.full(len(nodes), f"job {task.job} not found in "
                               "session", dtype=object), np.ones(len(nodes), dtype=bool))
+        n = len(nodes)
+        if queue in self.limit_errors:
+            return NodeFilter(np.zeros(n, dtype=bool), np.full(n, LIMIT_INVALID, dtype=object), np.ones(n, dtype=bool))
         f = self._filters.get(queue)
         if f is None:
             affinity = self.affinities.get(queue)
             reasons = np.array([admits(affinity, g, self.strict) for g in self.groups], dtype=object)
             feasible = np.array([r is None for r in reasons], dtype=bool)
             f = self._filters[queue] = NodeFilter(feasible, reasons, ~feasible)
-        return f
+        limits = self.limits.get(queue)
+        if not limits:
+            return f
+        full = [g for g, lim in limits.items()
+                if exceeded(self.allocated.get((queue, g), np.zeros_like(task.resreq)), task.resreq, lim)]
+        if not full:
+            return f
+        hit = f.feasible & np.array([g in full for g in self.groups], dtype=bool)
+        reasons = f.reasons.copy() if f.reasons is not None else np.full(n, None, dtype=object)
+        reasons[hit] = LIMIT_EXCEEDED
+        feasible = f.feasible & ~hit
+        return NodeFilter(feasible, reasons, ~feasible)
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         queue = self._queue(task)
@@ -200,4 +300,4 @@ class NodeGroup:
 
     def on_session_close(self, ssn: Session) -> None:
         self._ssn = None
-        self._filters, self._scores = {}, {}
+        self._filters, self._scores, self.allocated, self._held = {}, {}, {}, {}

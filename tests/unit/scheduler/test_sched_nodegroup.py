@@ -171,3 +171,75 @@ def test_conf_accepts_the_arguments() -> None:
                    actions=registry.action_names, plugins=registry.plugin_names)
     p = ng.NodeGroup(c.tiers[0].plugins[0].arguments)
     assert (p.strict, p.preferred_order) == (False, True)
+
+
+# Volcano's TestNodeGroupResourceLimits: two groups, the queue requires both and prefers group1.
+LIMIT_NODES = [node("n1").alloc("16", "64Gi", pods=32).label(**{LABEL: "group1"}),
+               node("n2").alloc("16", "64Gi", pods=32).label(**{LABEL: "group2"})]
+BOTH_GROUPS = _affinity(["group1", "group2"], ["group1"])
+
+LIMIT_CASES: list[dict[str, Any]] = [
+    dict(id="no-annotation", limits=None, running=False, fits=[OK, OK]),
+    dict(id="under-the-limit", limits='{"group1":{"cpu":"3","memory":"8Gi"}}', running=False, fits=[OK, OK]),
+    dict(id="omitted-resource-is-unlimited", limits='{"group1":{"cpu":"3"}}', running=False, fits=[OK, OK]),
+    dict(id="named-resource-is-enforced", limits='{"group1":{"cpu":"1"}}', running=False, fits=[NO, OK]),
+    dict(id="over-the-limit-falls-back", limits='{"group1":{"cpu":"3","memory":"8Gi"}}', running=True,
+         fits=[NO, OK]),
+    dict(id="invalid-annotation-refuses-all", limits='{"group1":{"cpu":', running=False, fits=[NO, NO]),
+]
+
+
+def _limit_session(limits: str | None, pods: list[pod], podgroups: list[podgroup]) -> tuple[Session, Any]:
+    q = _queue("q", BOTH_GROUPS)
+    if limits is not None:
+        q.annotate(**{ng.LIMITS_ANNOTATION: limits})
+    snap = snapshots.build(pods=[p.build() for p in pods], nodes=[n.build() for n in LIMIT_NODES],
+                           podgroups=[g.build() for g in podgroups], queues=[q.build()])
+    registry = in_tree_registry()
+    conf = confs.load("actions: allocate\ntiers:\n- plugins:\n  - name: nodegroup\n",
+                      actions=registry.action_names, plugins=registry.plugin_names)
+    return Session(snap, conf, registry), snap
+
+
+@pytest.mark.parametrize("case", LIMIT_CASES, ids=[c["id"] for c in LIMIT_CASES])
+def test_resource_limits_upstream(case: dict[str, Any]) -> None:
+    pods = [pod("pending").req("2", "4Gi").group("pg-pending")]
+    groups = [podgroup("pg-pending").queue("q")]
+    if case["running"]:
+        pods.append(pod("used").req("2", "4Gi").group("pg-used").on("n1"))
+        groups.append(podgroup("pg-used").queue("q").phase("Running"))
+    ssn, snap = _limit_session(case["limits"], pods, groups)
+    task = next(t for t in snap.tasks.values() if t.name == "pending")
+    f = ssn.predicate(task)
+    assert f.feasible.tolist() == case["fits"]
+    if not all(case["fits"]):
+        want = ng.LIMIT_INVALID if "invalid" in case["id"] else ng.LIMIT_EXCEEDED
+        assert f.reasons is not None and f.reasons[0] == want
+        assert f.unresolvable is not None and f.unresolvable[0]
+
+
+def test_resource_limit_follows_allocations_in_the_session() -> None:
+    pods = [pod("pending-1").req("2", "4Gi").group("pg-1"), pod("pending-2").req("2", "4Gi").group("pg-2")]
+    ssn, snap = _limit_session('{"group1":{"cpu":"3","memory":"8Gi"}}', pods,
+                               [podgroup("pg-1").queue("q"), podgroup("pg-2").queue("q")])
+    t1, t2 = (next(t for t in snap.tasks.values() if t.name == n) for n in ("pending-1", "pending-2"))
+    assert ssn.predicate(t2).feasible.tolist() == [OK, OK]
+    stmt = ssn.statement()
+    stmt.allocate(t1, snap.arrays.index["n1"])
+    assert ssn.predicate(t2).feasible.tolist() == [NO, OK]
+    stmt.discard()
+    assert ssn.predicate(t2).feasible.tolist() == [OK, OK]
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [
+    ("[1]", "want {group: {resource: quantity}}"),
+    ('{"g": 3}', "want {group: {resource: quantity}}"),
+    ('{"g": {"cpu": "lots"}}', "g:"),
+    ('{"g": {"cpu": true}}', "g.cpu: not a quantity"),
+    ("{", "parse annotation volcano.sh/nodegroup-resource-limits"),
+], ids=["not-an-object", "group-not-a-resource-list", "bad-quantity", "bool-quantity", "bad-json"])
+def test_invalid_limits_name_the_annotation_and_the_reason(raw: str, fragment: str) -> None:
+    snap = snapshots.build(queues=[queue("q").annotate(**{ng.LIMITS_ANNOTATION: raw}).build()])
+    with pytest.raises(ValueError, match="volcano.sh/nodegroup-resource-limits") as e:
+        ng.parse_limits(snap.queues["q"].queue, snap.resources)
+    assert fragment in str(e.value)
