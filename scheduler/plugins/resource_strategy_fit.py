@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lahar.scheduler.framework.hooks import NodeFilter
-from lahar.scheduler.framework.nodes import EPSILON, NodeArrays
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
 
@@ -290,9 +290,23 @@ class ResourceStrategyFit:
         self.sra = parse_sra(self.arguments)
         self.proportional = parse_proportional(self.arguments)
         self.names: tuple[str, ...] = ()
+        self._cache: RowCache | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         self.names = ssn.resources.names
+        nodes = ssn.arrays
+        self._cache = RowCache(nodes, lambda arg, rows: self._score(nodes, arg, rows))  # type: ignore[arg-type]
+
+    def _score(self, nodes: NodeArrays, arg: tuple[np.ndarray, Any], rows: np.ndarray | None) -> np.ndarray:
+        request, pod = arg
+        alloc = nodes.allocatable if rows is None else nodes.allocatable[rows]
+        used = nodes.used if rows is None else nodes.used[rows]
+        total = np.zeros(len(alloc))
+        if self.strategy.weight > 0:
+            total += strategy_score(request, alloc, used, self.names, self.strategy, pod)
+        if self.sra is not None and self.sra.weight > 0:
+            total += sra_scores(request, alloc, self.names, self.sra)
+        return total
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         n = len(nodes)
@@ -300,16 +314,17 @@ class ResourceStrategyFit:
             return NodeFilter(np.ones(n, dtype=bool))
         reasons = proportional_filter(task.resreq, nodes.idle, nodes.allocatable, self.names, self.proportional)
         assert reasons is not None
-        feasible = np.array([r is None for r in reasons], dtype=bool)
+        feasible = np.equal(reasons, None)
         return NodeFilter(feasible, reasons, ~feasible)
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
-        """Zero when both weights are 0 (upstream registers no NodeOrderFn then)."""
-        alloc = nodes.allocatable[candidates]
-        total = np.zeros(len(candidates))
-        if self.strategy.weight > 0:
-            total += strategy_score(task.resreq, alloc, nodes.used[candidates], self.names, self.strategy,
-                                    pod_strategy(task.pod))
-        if self.sra is not None and self.sra.weight > 0:
-            total += sra_scores(task.resreq, alloc, self.names, self.sra)
-        return total
+        """Zero when both weights are 0 (upstream registers no NodeOrderFn then). Cached per request and pod
+        scoring annotations, recomputed only on the nodes changed since (as binpack)."""
+        if self.strategy.weight <= 0 and (self.sra is None or self.sra.weight <= 0):
+            return np.zeros(len(candidates))
+        pod = pod_strategy(task.pod)
+        arg = (task.resreq, pod)
+        if self._cache is None or self._cache.arrays is not nodes:
+            return self._score(nodes, arg, None)[candidates]
+        key = (task.resreq.tobytes(), None if pod is None else repr(pod))
+        return self._cache.get(key, arg)[candidates]

@@ -228,3 +228,18 @@ def test_pod_annotation_weights_must_be_whole_numbers() -> None:
     assert rsf.pod_strategy(_ann(MOST, json.dumps({"cpu": "2"}))) is False
     assert rsf.pod_strategy(_ann(MOST, "[1]")) is False
     assert rsf.pod_strategy({}) is None
+
+
+def test_cached_scores_follow_an_allocation() -> None:
+    args = {"resources": {"cpu": {"type": MOST, "weight": 1}}, "sra": {"enable": True, "resources": T4, "weight": 1}}
+    ssn, snap = _session([pod("a").req("2", "1Gi").group("pg1"), pod("b").req("2", "1Gi").group("pg1")],
+                         SRA_NODES, args)
+    a, b = (next(t for t in snap.tasks.values() if t.name == n) for n in ("a", "b"))
+    every = np.arange(len(snap.arrays))
+    before = ssn.node_scores(b, every).tolist()
+    ssn.statement().allocate(a, snap.arrays.index["n2"])
+    after = ssn.node_scores(b, every).tolist()
+    fresh = rsf.ResourceStrategyFit(args)
+    fresh.on_session_open(ssn)
+    assert after == pytest.approx(fresh.node_order(b, snap.arrays, every).tolist())
+    assert after[1] > before[1] and after[0] == before[0]  # MostAllocated: n2 is fuller now, n1 untouched
