@@ -19,12 +19,14 @@ from lahar.scheduler.plugins.deviceshare import DeviceShare
 from lahar.scheduler.plugins.drf import Drf
 from lahar.scheduler.plugins.gang import Gang
 from lahar.scheduler.plugins.networktopology import NetworkTopologyAware
+from lahar.scheduler.plugins.nodegroup import NodeGroup
 from lahar.scheduler.plugins.nodeorder import NodeOrder
 from lahar.scheduler.plugins.numaaware import NumaAware
 from lahar.scheduler.plugins.overcommit import Overcommit
 from lahar.scheduler.plugins.predicates import Predicates
 from lahar.scheduler.plugins.priority import Priority
 from lahar.scheduler.plugins.proportion import Proportion
+from lahar.scheduler.plugins.resource_strategy_fit import ResourceStrategyFit
 from lahar.scheduler.plugins.sla import Sla
 
 __all__ = ["in_tree_registry"]
@@ -53,4 +55,6 @@ def in_tree_registry() -> Registry:
             .add_plugin("nodeorder", NodeOrder)
             .add_plugin("numa-aware", NumaAware)
             .add_plugin("deviceshare", DeviceShare)
-            .add_plugin("network-topology-aware", NetworkTopologyAware))
+            .add_plugin("network-topology-aware", NetworkTopologyAware)
+            .add_plugin("nodegroup", NodeGroup)
+            .add_plugin("resource-strategy-fit", ResourceStrategyFit))

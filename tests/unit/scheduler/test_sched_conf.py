@@ -74,6 +74,56 @@ def test_errors_name_the_culprit(text: str, message: str) -> None:
     assert message in str(exc.value)
 
 
+# The examples in Volcano's plugins/nodegroup and plugins/resource-strategy-fit sources.
+PLUGIN_EXAMPLES = """
+actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodegroup
+    enableHierarchy: true
+    arguments:
+      strict: false
+      enablePreferredOrder: true
+  - name: resource-strategy-fit
+    arguments:
+      resourceStrategyFitWeight: 10
+      resources:
+        nvidia.com/gpu:
+          type: MostAllocated
+          weight: 2
+        cpu:
+          type: LeastAllocated
+          weight: 1
+      sra:
+        enable: true
+        resources: nvidia.com/gpu
+        weight: 10
+        resourceWeight:
+          nvidia.com/gpu: 1
+      proportional:
+        enable: false
+        resources: nvidia.com/gpu
+        resourceProportion:
+          nvidia.com/gpu.cpu: 4
+          nvidia.com/gpu.memory: 8
+"""
+
+
+def test_nodegroup_and_resource_strategy_fit_load_with_their_arguments() -> None:
+    c = confs.load(PLUGIN_EXAMPLES, **KNOWN)
+    ng, rsf = c.tiers[1].plugins[3], c.tiers[1].plugins[4]
+    assert (ng.name, ng.enabled("enableHierarchy"), dict(ng.arguments)) == (
+        "nodegroup", True, {"strict": False, "enablePreferredOrder": True})
+    assert rsf.name == "resource-strategy-fit" and rsf.arguments["sra"]["resources"] == "nvidia.com/gpu"
+
+
 def test_drf_without_hierarchy_and_proportion_is_fine() -> None:
     confs.load('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n  - name: proportion')
 
