@@ -22,7 +22,7 @@ from lahar.scheduler.framework.statement import Statement
 if TYPE_CHECKING:
     from lahar.scheduler.actions.allocate import Allocate
 
-__all__ = ["allocate_job", "order", "policies_of", "subgroup_domains"]
+__all__ = ["allocate_job", "keep_with", "order", "policies_of", "subgroup_domains"]
 
 
 def policies_of(ssn: Session, job: Job) -> list[dict[str, Any]]:
@@ -69,6 +69,14 @@ def order(groups: Mapping[str, subgroups.SubGroup], pending: Mapping[str, Any],
         else:
             rest.append(gid)
     return sorted(required, key=lambda k: (-size(k), k)) + sorted(rest, key=lambda k: (-size(k), k))
+
+
+def keep_with(tree: hypernodes.Tree, names: list[str | None], anchor: frozenset[str]) -> list[str | None]:
+    """The domains that hold every node where the subgroup already runs (`anchor`): restarted pods go back to
+    their peers' HyperNode. None (the whole scope, soft mode's fallback) always does."""
+    if not anchor:
+        return names
+    return [n for n in names if n is None or anchor <= tree.hypernodes[n].nodes]
 
 
 def _scopes(ssn: Session, job: Job, constraint: hypernodes.Constraint | None) -> list[str | None]:
@@ -128,8 +136,10 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
                                             for t in job.tasks.values()])
     mins = subgroups.minimums(policies)
     pending = {t.uid: t for t in reversed(tasks)}  # task order
-    base = {g.uid: sum(1 for u in g.members if job.tasks[u].status in _READY
-                       or job.tasks[u].status is TaskStatus.PIPELINED) for g in groups.values()}
+    running = {g.uid: [job.tasks[u] for u in g.members if job.tasks[u].status in _READY
+                       or job.tasks[u].status is TaskStatus.PIPELINED] for g in groups.values()}
+    base = {gid: len(ts) for gid, ts in running.items()}
+    anchors = {gid: frozenset(t.node_name for t in ts if getattr(t, "node_name", "")) for gid, ts in running.items()}
     grouped = {u for g in groups.values() for u in g.members}
     loose = [t for u, t in pending.items() if u not in grouped]
     sequence = order(groups, pending, mins)
@@ -152,7 +162,7 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
                 continue
             fitted = False
             for names in subgroup_domains(tree, scope, g.network_topology):
-                for domain in _best_fit(ssn, tree, names):
+                for domain in _best_fit(ssn, tree, keep_with(tree, names, anchors[gid])):
                     sub = _place(alloc, ssn, job, queue, todo, scope_mask & _mask(ssn, tree, domain))
                     if len(sub) == len(todo):  # whole: every pending pod of the subgroup in this domain
                         placed[gid] += len(sub)

@@ -195,6 +195,18 @@ def test_each_subgroup_lands_whole_in_one_rack() -> None:
     assert rack["c1/p1"] == rack["c1/p2"] != rack["c1/p3"] == rack["c1/p4"]
 
 
+def test_restarted_pod_of_a_subgroup_goes_back_to_its_peers_rack() -> None:
+    # rank 0 runs one pod on s0-n1; its restarted peer goes to s0 (2 free nodes), not to s1's tighter single node
+    group = podgroup("pg1").queue("q1").min(2)  # no job-level networkTopology: the scope is the whole cluster
+    group.obj["spec"]["subGroupPolicy"] = [policy("tp", "rank", "hard", 1, size=2, min_groups=1)]
+    d = run(podgroups=[group],
+            pods=pods(("rank", "0"), ("rank", "0"), running={0: "s0-n1"}),
+            nodes=[n("s0-n1"), n("s0-n2"), n("s0-n5"), n("s1-n3")],
+            hypernodes=[hypernode("s0", 1, "s0-n1", "s0-n2", "s0-n5"), hypernode("s1", 1, "s1-n3"),
+                        hypernode("s2", 2, children=("s0", "s1"))])
+    assert d.bind_map() in ({"c1/p2": "s0-n2"}, {"c1/p2": "s0-n5"})
+
+
 def test_pending_reason_names_min_subgroups() -> None:
     d = run(podgroups=[pg(3, "hard", 2, policy("task1", SPEC, "hard", 1, 1, 1),
                           policy("task2", INSTANCE, "hard", 1, 2, 2))],
