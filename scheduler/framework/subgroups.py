@@ -43,12 +43,13 @@ def match_values(policy: Mapping[str, Any], labels: Mapping[str, str] | None) ->
     sel = policy.get("labelSelector")
     if sel is not None:
         try:
-            if not selectors.from_label_selector(sel).matches(labels):
+            if not isinstance(sel, Mapping) or not selectors.from_label_selector(sel).matches(labels):
                 return None
-        except selectors.SelectorError:
+        except (selectors.SelectorError, AttributeError, TypeError):
             return None
     out = []
-    for key in policy.get("matchLabelKeys") or ():
+    keys = policy.get("matchLabelKeys") or ()
+    for key in keys if isinstance(keys, list | tuple) else ():
         value = labels.get(key)
         if not value:
             return None
@@ -71,9 +72,9 @@ def partition(policies: Sequence[Mapping[str, Any]],
             key = subgroup_id(name, values)
             group = out.get(key)
             if group is None:
-                size = policy.get("subGroupSize")
-                group = out[key] = SubGroup(name, values, max(int(size), 1) if size is not None else 1,
-                                            policy.get("networkTopology") or None)
+                topology = policy.get("networkTopology")
+                group = out[key] = SubGroup(name, values, max(_int(policy.get("subGroupSize"), 1), 1),
+                                            topology if isinstance(topology, Mapping) and topology else None)
             group.members.append(uid)
             break
     return out
@@ -81,7 +82,17 @@ def partition(policies: Sequence[Mapping[str, Any]],
 
 def minimums(policies: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """minSubGroups per policy name (unset: 0)."""
-    return {str(p.get("name") or ""): int(p.get("minSubGroups") or 0) for p in policies}
+    return {str(p.get("name") or ""): _int(p.get("minSubGroups"), 0) for p in policies}
+
+
+def _int(value: Any, default: int) -> int:
+    """An int32 field as stored; admission refuses anything else, one that got stored anyway reads as `default`."""
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
 
 
 def ready(counts: Mapping[str, int], mins: Mapping[str, int]) -> bool:

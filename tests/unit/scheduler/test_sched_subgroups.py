@@ -69,6 +69,20 @@ def test_partition(policies: list[dict[str, Any]], pods: list[tuple[str, dict[st
     assert {k: (g.size, g.members) for k, g in got.items()} == want
 
 
+@pytest.mark.parametrize(("policy", "want"), [
+    pytest.param({"name": "a", "matchLabelKeys": ["r"], "subGroupSize": "six"}, (1, None), id="size-not-a-number"),
+    pytest.param({"name": "a", "matchLabelKeys": ["r"], "networkTopology": "hard"}, (1, None),
+                 id="topology-not-an-object"),
+    pytest.param({"name": "a", "matchLabelKeys": "r"}, None, id="keys-not-a-list"),
+    pytest.param({"name": "a", "matchLabelKeys": ["r"], "labelSelector": "app=x"}, None, id="selector-not-an-object"),
+])
+def test_malformed_policy_reads_as_defaults_never_crashes(policy: dict[str, Any],
+                                                          want: tuple[int, Any] | None) -> None:
+    got = sg.partition([policy], [("p", {"r": "0", "app": "x"})])
+    assert ((got["a-0"].size, got["a-0"].network_topology) if got else None) == want
+    assert sg.minimums([{"name": "a", "minSubGroups": "two"}]) == {"a": 0}
+
+
 @pytest.mark.parametrize(("counts", "mins", "want"), [
     pytest.param({}, {"a": 0}, True, id="no-minimum"),
     pytest.param({"a": 1}, {"a": 2}, False, id="below-minimum"),
