@@ -15,6 +15,7 @@ import numpy as np
 
 from lahar.scheduler.actions import _network
 from lahar.scheduler.framework import hypernodes, subgroups
+from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import _READY, FitErrors, Job, Queue, Task, TaskStatus
 from lahar.scheduler.framework.statement import Statement
@@ -113,9 +114,26 @@ def _place(alloc: Allocate, ssn: Session, job: Job, queue: Queue, todo: list[Tas
     return stmt
 
 
-def _best_fit(ssn: Session, tree: hypernodes.Tree, names: list[str | None]) -> list[str | None]:
-    """A tier's HyperNodes, the one with the least free resources (as shares of the cluster) first: a subgroup
-    goes where it fits tightest and leaves the roomier HyperNodes to the subgroups still to come."""
+def _room(ssn: Session, todo: list[Task]) -> np.ndarray:
+    """Per node, how many of `todo` its free (or being freed) resources and pod room could take at most (by the
+    smallest request of each resource): a domain whose sum is below len(todo) cannot hold the subgroup."""
+    arrays = ssn.arrays
+    free = arrays.future_idle() + EPSILON
+    room = np.maximum(arrays.max_pods - arrays.pods, 0).astype(np.float64)
+    req = np.min([t.init_resreq for t in todo], axis=0)
+    dims = req > EPSILON
+    if not dims.any():
+        return room
+    return np.minimum(np.maximum(np.floor(free[:, dims] / req[dims]).min(axis=1), 0), room)
+
+
+def _best_fit(ssn: Session, tree: hypernodes.Tree, names: list[str | None], todo: list[Task]) -> list[str | None]:
+    """A tier's HyperNodes that could hold `todo`, the one with the least free resources (as shares of the
+    cluster) first: a subgroup goes where it fits tightest and leaves the roomier HyperNodes to the subgroups still
+    to come."""
+    if names and any(names):
+        slots = _room(ssn, todo)
+        names = [n for n in names if n is None or slots[tree.rows(n, ssn.arrays.index)].sum() >= len(todo)]
     if len(names) < 2:
         return names
     free = ssn.arrays.future_idle()
@@ -162,7 +180,7 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
                 continue
             fitted = False
             for names in subgroup_domains(tree, scope, g.network_topology):
-                for domain in _best_fit(ssn, tree, keep_with(tree, names, anchors[gid])):
+                for domain in _best_fit(ssn, tree, keep_with(tree, names, anchors[gid]), todo):
                     sub = _place(alloc, ssn, job, queue, todo, scope_mask & _mask(ssn, tree, domain))
                     if len(sub) == len(todo):  # whole: every pending pod of the subgroup in this domain
                         placed[gid] += len(sub)
