@@ -1,6 +1,7 @@
 """allocate: place pending tasks queue by queue, job by job; a job's statement is committed only when the gang is
 ready, kept (not committed) when only pipelined, else discarded (spec §5.3). A job with a networkTopology goes
-through `_network.allocate_job` (one HyperNode for the whole gang)."""
+through `_network.allocate_job` (one HyperNode for the whole gang); one with a subGroupPolicy through
+`_subgroups.allocate_job` (each subgroup whole under its own HyperNode, minSubGroups per policy)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lahar.scheduler.actions import _network
+from lahar.scheduler.actions import _network, _subgroups
 from lahar.scheduler.actions._util import PriorityQueue
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
@@ -72,7 +73,10 @@ class Allocate:
                 queues.push(queue)
                 continue
             constraint = _network.constraint_of(ssn, job)
-            if constraint is None:
+            policies = _subgroups.policies_of(ssn, job)
+            if policies:
+                stmt = _subgroups.allocate_job(self, ssn, job, tasks, queue, constraint, policies)
+            elif constraint is None:
                 stmt = self._allocate_tasks(ssn, tasks, job, queue)
             else:
                 stmt = _network.allocate_job(self, ssn, job, tasks, queue, constraint)
@@ -80,7 +84,7 @@ class Allocate:
                 jobs.push(job)
             if stmt is not None:
                 stmt.commit()
-                if constraint is not None:
+                if constraint is not None or policies:
                     _network.record(ssn, job)
             queues.push(queue)
 

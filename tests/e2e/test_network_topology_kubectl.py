@@ -3,7 +3,8 @@
 With `network-topology-aware` in `lahar-scheduler-configmap`, a Volcano Job of 8 pods × 8 GPUs with
 `networkTopology: {mode: hard, highestTierAllowed: 1}` lands whole in one rack (its nodes share the `volcano.sh/tor`
 label) and its PodGroup carries `volcano.sh/job-allocated-hypernode`; a second identical Job lands whole in another
-rack; a Job of 9 × 8 GPUs (more than a rack holds) stays Pending with the per-tier reason in its Events.
+rack; a Job of 9 × 8 GPUs (more than a rack holds) stays Pending with the per-tier reason in its Events. A
+tensor-parallel Job of 4 partitions (subGroupPolicy) × 6 pods × 8 GPUs lands one partition per rack.
 
 Uses `Up` of `test_lahar_up` (the whole stack in its own process on a temporary data dir): 4 racks of 8 DGX nodes
 under leaf-0..3, two leaves a spine.
@@ -126,4 +127,42 @@ def test_hard_gangs_land_one_rack_each_and_too_big_stays_pending_with_the_tier_r
     assert "hard network topology, highestTierAllowed 1: 0/4 tier-1 hypernodes fit: 4 have too few free " \
            "nvidia.com/gpu" in message, message
     assert not any(placement(up, "tp-big").values()), placement(up, "tp-big")
+    assert up.interrupt() == 0, up.output()
+
+
+def partitioned_job(name: str, partitions: int, size: int) -> dict[str, Any]:
+    """Volcano's tensor-parallel example: one task whose `partitionPolicy` splits it into `partitions` subgroups of
+    `size` pods × 8 GPUs, each subgroup hard within one leaf (tier 1); the job itself spans both spines, so it has
+    no networkTopology of its own."""
+    obj = job(name, partitions * size)
+    task = obj["spec"]["tasks"][0]
+    task["partitionPolicy"] = {"totalPartitions": partitions, "partitionSize": size, "minPartitions": partitions,
+                               "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    del obj["spec"]["networkTopology"]
+    return obj
+
+
+def test_tensor_parallel_subgroups_land_one_per_rack(up: Up, tmp_path: Path) -> None:
+    up.start()
+    wait_for("the four racks", lambda: len(json.loads(up.kubectl("get", "hypernodes", "-o", "json").stdout)
+                                          ["items"]) == 6, 60)
+    apply(up, tmp_path, {"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "lahar-scheduler-configmap", "namespace": "default"},
+                         "data": {"volcano-scheduler.conf": CONF}})
+    log = up.data_dir / "logs" / "scheduler.log"
+    wait_for("the scheduler to load the conf", lambda: "configuration default/lahar-scheduler-configmap@" in
+             log.read_text(errors="replace"), 30)
+    # 6 pods a partition, 8 nodes a rack: placed pod by pod, partition 1 would take rack 0's last 2 nodes
+    apply(up, tmp_path, partitioned_job("tp", 4, 6))
+    got = bound(up, "tp", 24)
+    items = json.loads(up.kubectl("get", "pods", "-l", "volcano.sh/job-name=tp", "-o", "json").stdout)["items"]
+    by_partition: dict[str, set[str]] = {}
+    for p in items:
+        part = p["metadata"]["labels"].get("volcano.sh/partition-id", "")
+        by_partition.setdefault(part, set()).add(p["spec"]["nodeName"])
+    assert len(by_partition) == 4, by_partition
+    per_rack = [racks(up, nodes) for nodes in by_partition.values()]
+    assert all(len(r) == 1 for r in per_rack), per_rack  # each subgroup whole in one rack
+    assert len(set().union(*per_rack)) == 4, per_rack  # one subgroup per rack
+    assert len(set(got.values())) == 24, got
     assert up.interrupt() == 0, up.output()

@@ -158,7 +158,7 @@ def test_allocate_binds(case: dict[str, Any]) -> None:
 # volcano-sh/volcano pkg/scheduler/actions/allocate/allocate_test.go (current): TestAllocate's first six cases are
 # CASES above (prepredicate x3, one job / two jobs on one node, a big job not blocking another queue); below are
 # TestFareShareAllocate, TestAllocateWithPVC and TestAllocateWithDRA, in our words. The network-topology tests
-# (hyperNodes, subGroups) are not ported: lahar has no HyperNode support (docs/compatibility.md).
+# (hyperNodes, subGroups) are in test_sched_network_topology.py and test_sched_subgroups.py.
 FAIRSHARE_CONF = tiers_conf("allocate", [
     {"name": "drf", "enablePreemptable": True, "enableJobOrder": True},
     {"name": "proportion", "enableQueueOrder": True, "enableReclaimable": True, "enabledAllocatable": False},
