@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import container, pod_template, vcjob
 from tests.e2e import test_lahar_up as base
 from tests.e2e.test_lahar_up import Up
 from tests.support import wait_for
@@ -56,13 +57,12 @@ def up(tmp_path: Path) -> Iterator[Up]:
 
 def job(name: str, replicas: int) -> dict[str, Any]:
     resources = {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8"}
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": "default",
-                     "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
-                     "tasks": [{"name": "worker", "replicas": replicas, "template": {"spec": {
-                         "restartPolicy": "Never",
-                         "containers": [{"name": "worker", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-                                         "resources": {"requests": resources, "limits": resources}}]}}}]}}
+    template = pod_template(container("worker", "nvcr.io/nvidia/pytorch:24.05-py3", requests=resources,
+                                      limits=resources), restart_policy="Never")
+    return (vcjob(name, namespace=None)
+            .spec(minAvailable=replicas, schedulerName="volcano", queue="default",
+                  networkTopology={"mode": "hard", "highestTierAllowed": 1})
+            .task("worker", replicas, template=template).build())
 
 
 def apply(up: Up, tmp_path: Path, obj: dict[str, Any]) -> None:
