@@ -171,7 +171,7 @@ def tree_figure(occ: dict[str, Any], *, title: str = "") -> Any:
     plt = _pyplot()
     rows = occ["hypernodes"]
     pos = tree_layout(rows)
-    width = max(6.0, 1.5 * (max((x for x, _ in pos.values()), default=0) + 1))
+    width = max(8.0, 1.5 * (max((x for x, _ in pos.values()), default=0) + 1))
     tiers = sorted({t for _, t in pos.values()})
     fig, ax = plt.subplots(figsize=(min(width, 40), 1.4 + 1.3 * len(tiers)))
     cmap = plt.cm.RdYlGn_r
@@ -193,8 +193,8 @@ def tree_figure(occ: dict[str, Any], *, title: str = "") -> Any:
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    ax.set_title(f"{title or 'HyperNode occupancy'}: {occ['resource']} in use / capacity at t={occ['t']:g} s "
-                 "(green: free, red: full)", fontsize=9, loc="left")
+    ax.set_title(f"{title or 'HyperNode occupancy'}\n{occ['resource']} in use / capacity at the busiest moment, "
+                 f"t={occ['t']:g} s (green: free, red: full)", fontsize=9, loc="left")
     fig.tight_layout()
     return fig
 

@@ -184,3 +184,16 @@ def test_cli_compare_topology_needs_a_workload(tmp_path: Path) -> None:
     snap.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a}\n")
     r = CliRunner().invoke(app, ["simulate", "--snapshot", str(snap), "--compare-topology"])
     assert r.exit_code == 2 and "--compare-topology go with --workload" in r.output
+
+
+def test_documented_topology_trace_keeps_gangs_in_one_rack_only_with_the_plugin() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "scheduler" / "trace-topology.yaml"
+    both = compare_topology(load_trace(example.read_text()))
+    on = {j["name"]: j for j in both["with"]["jobs"]}
+    off = {j["name"]: j for j in both["without"]["jobs"]}
+    assert all(on[f"train-{k}"]["tier"] == 1 for k in range(3))
+    assert all(off[f"train-{k}"]["tier"] == 2 for k in range(3))
+    assert len({on[f"notebook-{k}"]["hypernode"] for k in range(6)}) == 3  # packed into three racks
+    assert len({off[f"notebook-{k}"]["hypernode"] for k in range(6)}) == 4  # spread over all four
+    ws = both["summary"]["mean_whole_share"]
+    assert ws["with"]["1"] > ws["without"]["1"]
