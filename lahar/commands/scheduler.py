@@ -96,18 +96,35 @@ def register(app: typer.Typer) -> None:
             _replay(workload, c, registry, output=output, plot=plot, html_out=html_out, quiet=quiet,
                     compare=compare_topology)
             return
-        if plot is not None or html_out is not None or compare_topology:
-            typer.echo("error: --plot, --html and --compare-topology go with --workload", err=True)
+        if html_out is not None or compare_topology:
+            typer.echo("error: --html and --compare-topology go with --workload", err=True)
             raise typer.Exit(2)
         try:
             result = run(load_objects(snapshot.read_text()), c, sessions=sessions, registry=registry)
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from e
+        if plot is not None:
+            _plot_snapshot_tree(result, plot, snapshot.name)
         if output == "yaml":
             sys.stdout.write(yaml.safe_dump(result, sort_keys=False))
         else:
             sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+def _plot_snapshot_tree(result: dict, plot: Path, name: str) -> None:
+    """`--snapshot --plot`: the HyperNode tree with its occupancy after the sessions."""
+    if "topology" not in result:
+        typer.echo("error: --plot with --snapshot draws the HyperNode tree: the snapshot has no HyperNodes", err=True)
+        raise typer.Exit(2)
+    from lahar.scheduler import plot as plots
+
+    try:
+        plots.write_tree(result["topology"]["occupancy"], plot, title=f"lahar simulate --snapshot {name}")
+    except plots.PlotUnavailable as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    typer.echo(f"wrote {plot}", err=True)
 
 
 def _profile_nodes(name: str, count: int) -> list[dict]:

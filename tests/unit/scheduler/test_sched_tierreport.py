@@ -197,3 +197,58 @@ def test_documented_topology_trace_keeps_gangs_in_one_rack_only_with_the_plugin(
     assert len({off[f"notebook-{k}"]["hypernode"] for k in range(6)}) == 4  # spread over all four
     ws = both["summary"]["mean_whole_share"]
     assert ws["with"]["1"] > ws["without"]["1"]
+
+
+def _snapshot_objects() -> list[dict]:
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+              "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8", "pods": "110"},
+                         "conditions": [{"type": "Ready", "status": "True"}]}} for n in NODES[:4]]
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": "tp", "namespace": "default"},
+          "spec": {"minMember": 2, "queue": "default", "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"tp-{k}", "namespace": "default",
+                          "annotations": {"scheduling.k8s.io/group-name": "tp"}},
+             "spec": {"schedulerName": "volcano", "containers": [
+                 {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}
+            for k in range(2)]
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+             "spec": {"weight": 1}, "status": {"state": "Open"}}
+    return [*nodes, *leaf_spine(NODES[:4], 2, 2), queue, pg, *pods]
+
+
+def test_snapshot_simulate_reports_where_the_gang_landed() -> None:
+    from lahar.scheduler.simulate import simulate
+
+    r = simulate(_snapshot_objects(), tierreport.with_topology(default_conf(), True))
+    topo = r["topology"]
+    assert topo["resource"] == "nvidia.com/gpu"
+    assert topo["placements"]["default/tp"]["tier"] == 1  # the hard tier-1 gang sits in one rack
+    assert topo["tiers"]["1"] == {"hypernodes": 2, "whole": 1, "whole_share": 0.5, "free": 16.0,
+                                  "free_in_whole": 16.0}
+    assert set(topo["occupancy"]["hypernodes"]) == {"leaf-0", "leaf-1", "spine-0"}
+
+
+def test_snapshot_without_hypernodes_has_no_topology() -> None:
+    from lahar.scheduler.simulate import simulate
+
+    objs = [o for o in _snapshot_objects() if o["kind"] != "HyperNode"]
+    assert "topology" not in simulate(objs)
+
+
+def test_cli_snapshot_plot_draws_the_tree(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import yaml
+
+    from lahar.cli import app
+
+    snap = tmp_path / "snap.yaml"
+    snap.write_text(yaml.safe_dump_all(_snapshot_objects()))
+    svg = tmp_path / "tree.svg"
+    r = CliRunner().invoke(app, ["simulate", "--snapshot", str(snap), "--plot", str(svg)])
+    assert r.exit_code == 0, r.output
+    text = svg.read_text()
+    assert all(name in text for name in ("leaf-0", "leaf-1", "spine-0"))
+    snap.write_text(yaml.safe_dump_all([o for o in _snapshot_objects() if o["kind"] != "HyperNode"]))
+    r = CliRunner().invoke(app, ["simulate", "--snapshot", str(snap), "--plot", str(svg)])
+    assert r.exit_code == 2 and "has no HyperNodes" in r.output
