@@ -1,5 +1,6 @@
 """Draw a workload replay report (`scheduler.workload.replay`): cluster utilisation and queue shares over time, and
-every job's wait (arrival → all pods bound) and run, as a PNG, or as a self-contained HTML page with inline SVG.
+every job's wait (arrival → all pods bound) and run, as a PNG, or as a self-contained HTML page with inline SVG;
+and the HyperNode tree with each HyperNode's occupancy (`scheduler.tierreport.occupancy`), as a PNG or SVG.
 
 Optional: needs matplotlib (`pip install 'lahar[plot]'`); without it `PlotUnavailable` says how to get it.
 """
@@ -12,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INSTALL_HINT", "PlotUnavailable", "figure", "write_html", "write_png"]
+__all__ = ["INSTALL_HINT", "PlotUnavailable", "figure", "tree_figure", "tree_layout", "write_html", "write_png",
+           "write_tree"]
 
 INSTALL_HINT = "plots need matplotlib: pip install 'lahar[plot]' (or pip install matplotlib)"
 _GANTT_LIMIT = 120  # more jobs than this: wait vs arrival scatter instead of one bar per job
@@ -135,4 +137,78 @@ def write_html(report: dict[str, Any], path: str | Path, *, title: str = "") -> 
             f"<details><summary>full report (JSON)</summary><pre>{html.escape(json.dumps(report, indent=1))}</pre>"
             "</details></body></html>")
     Path(path).write_text(page, encoding="utf-8")
+    return Path(path)
+
+
+def tree_layout(occupancy: dict[str, dict[str, Any]]) -> dict[str, tuple[float, int]]:
+    """HyperNode → (x, tier): the lowest HyperNodes one unit apart in tree order, each parent centred over its
+    children."""
+    children: dict[str, list[str]] = {}
+    for name, row in occupancy.items():
+        children.setdefault(row["parent"], []).append(name)
+    pos: dict[str, tuple[float, int]] = {}
+    nxt = [0.0]
+
+    def place(name: str) -> float:
+        kids = sorted(children.get(name, []))
+        if kids:
+            xs = [place(k) for k in kids]
+            x = (xs[0] + xs[-1]) / 2
+        else:
+            x = nxt[0]
+            nxt[0] += 1.0
+        pos[name] = (x, occupancy[name]["tier"])
+        return x
+
+    for root in sorted(children.get("", [])):
+        place(root)
+    return pos
+
+
+def tree_figure(occ: dict[str, Any], *, title: str = "") -> Any:
+    """A matplotlib Figure of the HyperNode tree: one box per HyperNode (highest tier on top), filled by the share
+    of its resource in use, labelled with its name, used / capacity and busy nodes."""
+    plt = _pyplot()
+    rows = occ["hypernodes"]
+    pos = tree_layout(rows)
+    width = max(8.0, 1.5 * (max((x for x, _ in pos.values()), default=0) + 1))
+    tiers = sorted({t for _, t in pos.values()})
+    fig, ax = plt.subplots(figsize=(min(width, 40), 1.4 + 1.3 * len(tiers)))
+    cmap = plt.cm.RdYlGn_r
+    for name, (x, tier) in pos.items():
+        r = rows[name]
+        if r["parent"] in pos:
+            px, pt = pos[r["parent"]]
+            ax.plot([x, px], [tier + 0.25, pt - 0.25], color="grey", linewidth=0.8, zorder=1)
+        share = r["used"] / r["capacity"] if r["capacity"] else 0.0
+        ax.add_patch(plt.Rectangle((x - 0.45, tier - 0.25), 0.9, 0.5, facecolor=cmap(share), edgecolor="black",
+                                   linewidth=0.8, zorder=2))
+        ax.text(x, tier + 0.07, name, ha="center", va="center", fontsize=7, zorder=3)
+        ax.text(x, tier - 0.12, f"{r['used']:g}/{r['capacity']:g} · {r['busy_nodes']}/{r['nodes']} busy",
+                ha="center", va="center", fontsize=6, zorder=3)
+    xs = [x for x, _ in pos.values()] or [0.0]
+    ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
+    ax.set_ylim((tiers[0] if tiers else 1) - 0.6, (tiers[-1] if tiers else 1) + 0.6)
+    ax.set_yticks(tiers, [f"tier {t}" for t in tiers])
+    ax.set_xticks([])
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(f"{title or 'HyperNode occupancy'}\n{occ['resource']} in use / capacity at the busiest moment, "
+                 f"t={occ['t']:g} s (green: free, red: full)", fontsize=9, loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def write_tree(occ: dict[str, Any], path: str | Path, *, title: str = "", dpi: int = 110) -> Path:
+    """The tree figure to `path`: SVG (text kept as text, so names can be searched) when it ends in .svg, else PNG."""
+    plt = _pyplot()
+    fig = tree_figure(occ, title=title)
+    try:
+        if str(path).lower().endswith(".svg"):
+            with plt.rc_context({"svg.fonttype": "none"}):
+                fig.savefig(path, format="svg")
+        else:
+            fig.savefig(path, dpi=dpi)
+    finally:
+        plt.close(fig)
     return Path(path)

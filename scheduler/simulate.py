@@ -5,7 +5,9 @@ and report what they decided as plain JSON-able data.
      "podgroups": {"ns/name": {"phase": ..., "conditions": [...]}}, "queues": {"name": {"allocated": {...}}},
      "explain": {"ns/pod": [{"node": ..., "fits": ..., "rejected": ..., "admit": ..., "merges": [...]}]}}
 
-`explain` covers the pods still pending after the sessions (`scheduler.placement.explain`).
+`explain` covers the pods still pending after the sessions (`scheduler.placement.explain`). With HyperNodes among
+the objects, `topology` says where each PodGroup landed (HyperNode and tier), per tier how many HyperNodes are left
+whole and how much is free, and each HyperNode's occupancy (`scheduler.tierreport`; `--plot` draws it).
 """
 
 from __future__ import annotations
@@ -91,9 +93,42 @@ def simulate(objects: Iterable[Mapping[str, Any]], conf: SchedulerConf | None = 
         }
     queues = {q["metadata"]["name"]: {"allocated": dict((q.get("status") or {}).get("allocated") or {})}
               for q in (client.list(q_rt)["items"] if q_rt else [])}
-    return {"bindings": dict(sorted(bindings.items())), "evictions": sorted(evictions),
-            "pipelined": dict(sorted(pipelined.items())), "podgroups": dict(sorted(podgroups.items())),
-            "queues": dict(sorted(queues.items())), "explain": _explain_pending(client, conf, registry)}
+    out = {"bindings": dict(sorted(bindings.items())), "evictions": sorted(evictions),
+           "pipelined": dict(sorted(pipelined.items())), "podgroups": dict(sorted(podgroups.items())),
+           "queues": dict(sorted(queues.items())), "explain": _explain_pending(client, conf, registry)}
+    topology = _topology(client)
+    if topology is not None:
+        out["topology"] = topology
+    return out
+
+
+def _topology(client: MemoryClient) -> dict[str, Any] | None:
+    """Placement by tier after the sessions: {"resource", "placements", "tiers", "occupancy"}; None without
+    HyperNodes."""
+    from lahar.scheduler import tierreport
+    from lahar.scheduler.framework import hypernodes
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.session import list_objects
+
+    objs = list_objects(client)
+    hn_objs = list(objs.get("hypernodes") or ())
+    if not hn_objs:
+        return None
+    snap = snapshots.build(**objs)
+    tree = hypernodes.build(hn_objs, objs.get("nodes") or ())
+    res = snap.resources
+    arrays = snap.arrays
+    total = {n: float(arrays.allocatable[:, i].sum()) for i, n in enumerate(res.names)}
+    resource = tierreport.resource_of({"": total})
+    i = res.names.index(resource) if resource in res.names else 0
+    capacity = {name: float(arrays.allocatable[row, i]) / 1000 for name, row in arrays.index.items()}
+    used = {name: float(arrays.used[row, i]) / 1000 for name, row in arrays.index.items()}  # milli-units
+    bound = {t.key: t.node_name for t in snap.tasks.values() if t.node_name}
+    job_of = {t.key: t.job for t in snap.tasks.values() if t.job}
+    return {"resource": resource, "placements": tierreport.placements(tree, bound, job_of),
+            "tiers": tierreport.fragmentation(tree, used, capacity),
+            "occupancy": {"t": 0.0, "resource": resource,
+                          "hypernodes": tierreport.occupancy(tree, used, capacity)}}
 
 
 def _explain_pending(client: MemoryClient, conf: SchedulerConf, registry: Registry) -> dict[str, Any]:

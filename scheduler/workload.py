@@ -14,6 +14,10 @@ A trace (YAML; durations are seconds or `500ms` / `30s` / `5m` / `1h`)::
       count: 4
       nodes:                  # ... and/or explicit nodes (`count` copies named name-0, name-1, ...)
       - {name: gpu, count: 2, allocatable: {cpu: "32", memory: 128Gi, nvidia.com/gpu: "8"}}
+      network: {nodesPerLeaf: 2, leavesPerSpine: 2}   # optional: tier-1 leaf-i / tier-2 spine-j HyperNodes over
+      hypernodes:             # the nodes in order; or explicit ones (or whole HyperNode objects)
+      - {name: rack-0, tier: 1, nodes: [gpu-0, gpu-1]}
+      - {name: pod-0, tier: 2, hypernodes: [rack-0]}
     queues:
     - {name: research, weight: 2, capability: {cpu: "16"}}
     jobs:
@@ -26,6 +30,7 @@ A trace (YAML; durations are seconds or `500ms` / `30s` / `5m` / `1h`)::
       duration: 30s           # each pod runs this long once bound
       repeat: 3
       every: 20s
+      networkTopology: {mode: hard, highestTierAllowed: 1}   # optional, the PodGroup's spec.networkTopology
 
 Model: at each tick, pods whose duration has elapsed succeed and a job whose pods all succeeded is done (and
 removed, as a TTL would); jobs whose arrival has come get their PodGroup and pods; then one session runs and its
@@ -47,6 +52,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from lahar.scheduler import tierreport
+from lahar.scheduler.framework import hypernodes as hypernodes_
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.conf import SchedulerConf, default_conf
 from lahar.scheduler.framework.nodes import ResourceIndex
@@ -54,7 +61,8 @@ from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_session
 
-__all__ = ["JobSpec", "NodeResolver", "Trace", "TraceError", "load_trace", "parse_duration", "replay"]
+__all__ = ["JobSpec", "NodeResolver", "Trace", "TraceError", "compare_table", "compare_topology", "leaf_spine", "load_trace",
+           "parse_duration", "replay", "topology_diff"]
 
 NAMESPACE = "trace"
 _EPOCH = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -98,6 +106,7 @@ class JobSpec:
     requests: Mapping[str, str]
     duration: float
     priority_class: str = ""
+    network_topology: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -107,6 +116,8 @@ class Trace:
     profile: str = ""
     count: int = 0
     nodes: list[dict[str, Any]] = field(default_factory=list)  # Node objects (explicit ones)
+    hypernodes: list[dict[str, Any]] = field(default_factory=list)  # HyperNode objects
+    network: tuple[int, int] | None = None  # (nodesPerLeaf, leavesPerSpine): leaf/spine HyperNodes over all nodes
     queues: list[dict[str, Any]] = field(default_factory=list)  # Queue objects
     priority_classes: list[dict[str, Any]] = field(default_factory=list)
     jobs: list[JobSpec] = field(default_factory=list)
@@ -157,6 +168,15 @@ def load_trace(text: str) -> Trace:
                         for name in names)
     if not tr.profile and not tr.nodes:
         raise TraceError("cluster: give a profile (with count) or nodes")
+    tr.hypernodes = [_hypernode(h, f"cluster.hypernodes[{i}]") for i, h in enumerate(cluster.get("hypernodes") or [])]
+    if cluster.get("network") is not None:
+        net = _mapping(cluster["network"], "cluster.network")
+        try:
+            tr.network = (int(net.get("nodesPerLeaf", 0)), int(net.get("leavesPerSpine", 0)))
+        except (TypeError, ValueError) as e:
+            raise TraceError("cluster.network: nodesPerLeaf and leavesPerSpine must be integers") from e
+        if min(tr.network) < 1:
+            raise TraceError("cluster.network: nodesPerLeaf and leavesPerSpine must be at least 1")
     for i, q in enumerate(doc.get("queues") or [{"name": "default"}]):
         q = _mapping(q, f"queues[{i}]")
         if not q.get("name"):
@@ -190,15 +210,57 @@ def load_trace(text: str) -> Trace:
         duration = parse_duration(j.get("duration", 60), where=f"{where}.duration")
         repeat = int(j.get("repeat", 1))
         every = parse_duration(j.get("every", 0), where=f"{where}.every")
+        topo = j.get("networkTopology")
+        if topo is not None:
+            topo = _mapping(topo, f"{where}.networkTopology")
+            if str(topo.get("mode", "hard")) not in ("hard", "soft"):
+                raise TraceError(f"{where}.networkTopology.mode: must be hard or soft")
         for k in range(repeat):
             jname = name if repeat == 1 else f"{name}-{k}"
             if jname in seen:
                 raise TraceError(f"{where}: duplicate job name {jname!r}")
             seen.add(jname)
             tr.jobs.append(JobSpec(jname, queue, arrival + k * every, gang, replicas, requests, duration,
-                                   str(j.get("priorityClassName") or "")))
+                                   str(j.get("priorityClassName") or ""), topo))
     tr.jobs.sort(key=lambda s: (s.arrival, s.name))
     return tr
+
+
+def _hypernode(h: Any, where: str) -> dict[str, Any]:
+    """A HyperNode object from a trace entry: a whole object (with `kind`) as is, or {name, tier, nodes | hypernodes}
+    (exactMatch members)."""
+    h = _mapping(h, where)
+    if h.get("kind") == "HyperNode":
+        return dict(h)
+    if not h.get("name") or h.get("tier") is None:
+        raise TraceError(f"{where}: needs name and tier")
+    members = [{"type": "Node", "selector": {"exactMatch": {"name": str(n)}}} for n in h.get("nodes") or []]
+    members += [{"type": "HyperNode", "selector": {"exactMatch": {"name": str(n)}}} for n in h.get("hypernodes") or []]
+    if not members:
+        raise TraceError(f"{where}: needs nodes or hypernodes")
+    try:
+        tier = int(h["tier"])
+    except (TypeError, ValueError) as e:
+        raise TraceError(f"{where}.tier: must be an integer") from e
+    return hypernode_object(str(h["name"]), tier, members)
+
+
+def hypernode_object(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": tier, "members": members}}
+
+
+def leaf_spine(node_names: list[str], nodes_per_leaf: int, leaves_per_spine: int) -> list[dict[str, Any]]:
+    """Tier-1 `leaf-i` HyperNodes over consecutive runs of `nodes_per_leaf` nodes, tier-2 `spine-j` over runs of
+    `leaves_per_spine` leaves."""
+    leaves = [node_names[i:i + nodes_per_leaf] for i in range(0, len(node_names), nodes_per_leaf)]
+    out = [hypernode_object(f"leaf-{i}", 1, [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in grp])
+           for i, grp in enumerate(leaves)]
+    for j in range(0, len(leaves), leaves_per_spine):
+        out.append(hypernode_object(f"spine-{j // leaves_per_spine}", 2, [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{i}"}}}
+            for i in range(j, min(j + leaves_per_spine, len(leaves)))]))
+    return out
 
 
 # --- the replay ----------------------------------------------------------------------------------------------------
@@ -211,6 +273,8 @@ class _Run:
     succeeded: set[str] = field(default_factory=set)
     bound_at: float | None = None
     finished_at: float | None = None
+    hypernode: str = ""
+    tier: int | None = None
 
 
 def _timestamp(seconds: float) -> str:
@@ -223,6 +287,8 @@ def _objects(spec: JobSpec, now: float) -> tuple[dict[str, Any], list[dict[str, 
     pg_spec: dict[str, Any] = {"minMember": spec.gang, "queue": spec.queue}
     if spec.priority_class:
         pg_spec["priorityClassName"] = spec.priority_class
+    if spec.network_topology:
+        pg_spec["networkTopology"] = dict(spec.network_topology)
     pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
           "metadata": {"name": spec.name, "namespace": NAMESPACE, "creationTimestamp": created}, "spec": pg_spec,
           "status": {"phase": "Pending"}}
@@ -257,7 +323,7 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
 
 def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registry | None = None,
            nodes: Iterable[Mapping[str, Any]] = (), progress: ProgressFn | None = None,
-           max_sessions: int = 1_000_000) -> dict[str, Any]:
+           max_sessions: int = 1_000_000, topology: bool | None = None) -> dict[str, Any]:
     """Replay `trace` (plus `nodes`, e.g. a resolved devcluster profile) and return the report:
 
         {"summary": {...}, "jobs": [{"name", "queue", "arrival", "bound_at", "wait_s", "finished_at", ...}],
@@ -266,15 +332,27 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
 
     Queue share = the queue's dominant share (its largest fraction of any cluster resource) at that time; the
     timeline is a step function sampled after every session that ran.
+
+    With HyperNodes (`trace.hypernodes`, `trace.network`, or HyperNode objects in `nodes`) each job also says the
+    HyperNode and tier it landed in, `timeline.tiers` gives per tier the share of HyperNodes left whole and the free
+    amount of the counted resource (GPUs if any, else cpu; `scheduler.tierreport`), `summary.tiers` their time
+    means and `occupancy` each HyperNode's use at the busiest moment. `topology` True / False: run with the
+    network-topology-aware plugin on / off (off also drops the jobs' networkTopology); None: as `conf` says.
     """
     registry = registry if registry is not None else in_tree_registry()
     conf = conf if conf is not None else default_conf(registry.plugin_names)
+    if topology is not None:
+        conf = tierreport.with_topology(conf, topology)
     extra_nodes = [dict(o) for o in nodes]
     node_objs = [o for o in extra_nodes if o.get("kind") == "Node"] + list(trace.nodes)
     numatopologies = [o for o in extra_nodes if o.get("kind") == "Numatopology"]
     devices = [o for o in extra_nodes if o.get("kind") == "Device"]
     if not node_objs:
         raise TraceError("cluster: no nodes")
+    hn_objs = [o for o in extra_nodes if o.get("kind") == "HyperNode"] + list(trace.hypernodes)
+    if trace.network is not None:
+        hn_objs += leaf_spine([(n.get("metadata") or {}).get("name", "") for n in node_objs], *trace.network)
+    tree = hypernodes_.build(hn_objs, node_objs) if hn_objs else None
 
     names: set[str] = set()
     for n in node_objs:
@@ -288,6 +366,14 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
     requested = {name for s in trace.jobs for name in s.requests}
     shown = [i for i, name in enumerate(res.names) if capacity[i] > 0 and (i < 2 or name in requested)]
     request = {s.name: res.vector(s.requests) for s in trace.jobs}
+    node_cap = {(n.get("metadata") or {}).get("name", ""): res.vector((n.get("status") or {}).get("allocatable"))
+                for n in node_objs}
+    tier_res = tierreport.resource_of({"": {n: float(capacity[i]) for i, n in enumerate(res.names)}})
+    tier_i = res.names.index(tier_res) if tier_res in res.names else 0
+    tier_cap = {k: float(v[tier_i]) / 1000 for k, v in node_cap.items()}  # cpu and GPUs are kept in milli-units
+    tl_tiers: dict[str, dict[str, list[Any]]] = {}
+    tier_area: dict[str, float] = {}
+    peak: tuple[float, dict[str, Any]] = (-1.0, {})
 
     queues = [dict(q, status=dict(q.get("status") or {})) for q in trace.queues]
     podgroups: dict[str, dict[str, Any]] = {}
@@ -338,7 +424,7 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
         while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= t + 1e-9:
             spec = arrivals[next_arrival]
             next_arrival += 1
-            pg, job_pods = _objects(spec, spec.arrival)
+            pg, job_pods = _objects(spec if topology is not False else _no_topology(spec), spec.arrival)
             podgroups[f"{NAMESPACE}/{spec.name}"] = pg
             keys = []
             for p in job_pods:
@@ -354,7 +440,7 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
         if pending:
             snap = snapshots.build(pods=pods.values(), nodes=node_objs, podgroups=podgroups.values(), queues=queues,
                                    priority_classes=trace.priority_classes, numatopologies=numatopologies,
-                                   devices=devices)
+                                   devices=devices, hypernodes=hn_objs)
             c0 = time.perf_counter()
             decisions = run_session(snap, conf, registry=registry, uid=f"tick-{sessions}", shared=shared)
             compute_s += time.perf_counter() - c0
@@ -385,6 +471,9 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
                 run.bound.add(key)
                 if run.bound_at is None and len(run.bound) == len(run.pods):
                     run.bound_at = t
+                    if tree is not None:
+                        run.hypernode, run.tier = tierreport.landed(
+                            tree, (pods[p]["spec"]["nodeName"] for p in run.pods))
                 binds += 1
                 changed = True
             for uid, upd in decisions.podgroups.items():
@@ -423,6 +512,24 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
             tl_share[name].append(v)
         tl_pending.append(pending)
         tl_running.append(len(running))
+        if tree is not None:
+            node_used: dict[str, float] = {}
+            for key, vec in running.items():
+                node = pods[key]["spec"].get("nodeName", "")
+                node_used[node] = node_used.get(node, 0.0) + float(vec[tier_i]) / 1000
+            frag = tierreport.fragmentation(tree, node_used, tier_cap)
+            for tier, row in frag.items():
+                if len(tl_t) > 1 and tier in tl_tiers:
+                    tier_area[tier] = tier_area.get(tier, 0.0) + (t - tl_t[-2]) * (tl_tiers[tier]["whole_share"][-1]
+                                                                                 or 0.0)
+                col = tl_tiers.setdefault(tier, {"whole_share": [], "whole": [], "free": []})
+                col["whole_share"].append(row["whole_share"])
+                col["whole"].append(row["whole"])
+                col["free"].append(row["free"])
+            total = sum(node_used.values())
+            if total > peak[0]:
+                peak = (total, {"t": round(t, 6), "resource": tier_res,
+                                "hypernodes": tierreport.occupancy(tree, node_used, tier_cap)})
         if progress is not None:
             progress(t, finished, len(arrivals))
 
@@ -456,7 +563,9 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
         jobs_out.append({"name": spec.name, "queue": spec.queue, "arrival": spec.arrival, "gang": spec.gang,
                          "replicas": spec.replicas, "requests": dict(spec.requests), "duration": spec.duration,
                          "bound_at": bound_at, "wait_s": wait,
-                         "finished_at": run.finished_at if run else None})
+                         "finished_at": run.finished_at if run else None,
+                         **({"hypernode": run.hypernode if run else "", "tier": run.tier if run else None}
+                            if tree is not None else {})})
     span = last_t - (tl_t[0] if tl_t else 0.0)
     mean_util = {res.names[i]: round(float(util_area[i] / span), 4) if span > 0 else None for i in shown}
     mean_share = {n: round(v / span, 4) if span > 0 else None for n, v in share_area.items()}
@@ -469,6 +578,72 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
         "capacity": {res.names[i]: res.to_list(capacity, all_dims=True)[res.names[i]] for i in shown},
         "session_compute_s": round(compute_s, 4),  # wall clock spent in sessions (varies run to run)
     }
-    return {"summary": summary, "jobs": jobs_out,
-            "timeline": {"t": tl_t, "utilisation": tl_util, "queue_share": tl_share, "pending_pods": tl_pending,
-                         "running_pods": tl_running}}
+    out = {"summary": summary, "jobs": jobs_out,
+           "timeline": {"t": tl_t, "utilisation": tl_util, "queue_share": tl_share, "pending_pods": tl_pending,
+                        "running_pods": tl_running}}
+    if tree is not None:
+        summary["tiers"] = {"resource": tier_res, "mean_whole_share": {
+            tier: round(tier_area.get(tier, 0.0) / span, 4) if span > 0 else col["whole_share"][-1]
+            for tier, col in tl_tiers.items()}}
+        out["timeline"]["tiers"] = tl_tiers
+        out["occupancy"] = peak[1] or {"t": 0.0, "resource": tier_res,
+                                       "hypernodes": tierreport.occupancy(tree, {}, tier_cap)}
+    return out
+
+
+def _no_topology(spec: JobSpec) -> JobSpec:
+    return JobSpec(spec.name, spec.queue, spec.arrival, spec.gang, spec.replicas, spec.requests, spec.duration,
+                   spec.priority_class)
+
+
+def compare_topology(trace: Trace, conf: SchedulerConf | None = None, **kw: Any) -> dict[str, Any]:
+    """The same trace twice, with the network-topology-aware plugin (and the jobs' networkTopology) and without:
+    {"with": report, "without": report, "waits": {job: {"with", "without"}}, "summary": {...}}."""
+    on = replay(trace, conf, topology=True, **kw)
+    off = replay(trace, conf, topology=False, **kw)
+    return {"with": on, "without": off, **topology_diff(on, off)}
+
+
+def topology_diff(on: Mapping[str, Any], off: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-job waits and the wait / whole-HyperNode summaries of two replays of one trace side by side."""
+    off_jobs = {j["name"]: j for j in off["jobs"]}
+    waits = {j["name"]: {"with": j["wait_s"], "without": off_jobs.get(j["name"], {}).get("wait_s")}
+             for j in on["jobs"]}
+
+    def tiers(r: Mapping[str, Any]) -> dict[str, Any]:
+        return dict((r["summary"].get("tiers") or {}).get("mean_whole_share") or {})
+
+    return {"waits": waits, "summary": {
+        "wait_s": {"with": on["summary"]["wait_s"], "without": off["summary"]["wait_s"]},
+        "mean_whole_share": {"with": tiers(on), "without": tiers(off)},
+        "jobs_never_bound": {"with": on["summary"]["jobs_never_bound"],
+                             "without": off["summary"]["jobs_never_bound"]}}}
+
+
+def compare_table(both: Mapping[str, Any]) -> list[str]:
+    """`--compare-topology -o table`: the wait summaries, each job's wait and HyperNode with and without, and the
+    mean share of whole HyperNodes per tier."""
+
+    def q(w: Mapping[str, Any]) -> str:
+        return f"mean {w['mean']} s p50 {w['p50']} s p90 {w['p90']} s max {w['max']} s"
+
+    def f(v: float | None) -> str:
+        return "-" if v is None else format(v, ".0f")
+
+    s = both["summary"]
+    lines = [f"with topology:    wait {q(s['wait_s']['with'])}", f"without topology: wait {q(s['wait_s']['without'])}"]
+    where = {side: {j["name"]: j for j in both[side]["jobs"]} for side in ("with", "without")}
+    lines.append(f"  {'job':<24} {'wait with':>10} {'without':>8}  hypernode with / without")
+    for name, w in both["waits"].items():
+        a, b = where["with"].get(name, {}), where["without"].get(name, {})
+        lines.append(f"  {name:<24} {f(w['with']):>10} {f(w['without']):>8}  {a.get('hypernode') or '-'} / "
+                     f"{b.get('hypernode') or '-'}")
+    ws = s["mean_whole_share"]
+    for tier in sorted(set(ws["with"]) | set(ws["without"])):
+        lines.append(f"tier {tier}: whole HyperNodes on average {_pct(ws['with'].get(tier))} with, "
+                     f"{_pct(ws['without'].get(tier))} without")
+    return lines
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"

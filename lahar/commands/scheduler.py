@@ -60,10 +60,15 @@ def register(app: typer.Typer) -> None:
         workload: Path = typer.Option(None, "--workload", exists=True, dir_okay=False,
                                       help="A trace (cluster, queues, job arrivals) to replay in simulated time."),
         plot: Path = typer.Option(None, "--plot", dir_okay=False,
-                                  help="With --workload: write a PNG of utilisation, queue shares and job waits."),
+                                  help="With --workload: write a PNG of utilisation, queue shares and job waits "
+                                       "(and, with HyperNodes, the tree's occupancy to NAME-tree.png / .svg)."),
         html_out: Path = typer.Option(None, "--html", dir_okay=False,
                                       help="With --workload: write a self-contained HTML page (inline SVG)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="With --workload: no progress bar."),
+        compare_topology: bool = typer.Option(
+            False, "--compare-topology",
+            help="With --workload: replay twice, with the network-topology-aware plugin (and the jobs' "
+                 "networkTopology) and without, and print both."),
         conf: Path = typer.Option(None, "--conf", exists=True, dir_okay=False,
                                   help="A volcano-scheduler.conf (default: Volcano's default with lahar's plugins)."),
         sessions: int = typer.Option(1, "--sessions", min=1, help="How many sessions to run."),
@@ -88,20 +93,38 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: give exactly one of --snapshot or --workload", err=True)
             raise typer.Exit(2)
         if workload is not None:
-            _replay(workload, c, registry, output=output, plot=plot, html_out=html_out, quiet=quiet)
+            _replay(workload, c, registry, output=output, plot=plot, html_out=html_out, quiet=quiet,
+                    compare=compare_topology)
             return
-        if plot is not None or html_out is not None:
-            typer.echo("error: --plot and --html go with --workload", err=True)
+        if html_out is not None or compare_topology:
+            typer.echo("error: --html and --compare-topology go with --workload", err=True)
             raise typer.Exit(2)
         try:
             result = run(load_objects(snapshot.read_text()), c, sessions=sessions, registry=registry)
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from e
+        if plot is not None:
+            _plot_snapshot_tree(result, plot, snapshot.name)
         if output == "yaml":
             sys.stdout.write(yaml.safe_dump(result, sort_keys=False))
         else:
             sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+def _plot_snapshot_tree(result: dict, plot: Path, name: str) -> None:
+    """`--snapshot --plot`: the HyperNode tree with its occupancy after the sessions."""
+    if "topology" not in result:
+        typer.echo("error: --plot with --snapshot draws the HyperNode tree: the snapshot has no HyperNodes", err=True)
+        raise typer.Exit(2)
+    from lahar.scheduler import plot as plots
+
+    try:
+        plots.write_tree(result["topology"]["occupancy"], plot, title=f"lahar simulate --snapshot {name}")
+    except plots.PlotUnavailable as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    typer.echo(f"wrote {plot}", err=True)
 
 
 def _profile_nodes(name: str, count: int) -> list[dict]:
@@ -112,7 +135,7 @@ def _profile_nodes(name: str, count: int) -> list[dict]:
 
 
 def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Path | None, html_out: Path | None,
-            quiet: bool) -> None:
+            quiet: bool, compare: bool = False) -> None:
     """`lahar simulate --workload`: replay in simulated time with a progress bar (stderr), report on stdout."""
     import yaml
     from rich.console import Console
@@ -143,7 +166,17 @@ def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Pa
         def progress(t: float, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, description=f"t={t:,.0f}s")
 
-        report = workload.replay(trace, conf, registry=registry, nodes=extra, progress=progress)  # type: ignore[arg-type]
+        both = None
+        if compare:
+            on = workload.replay(trace, conf, registry=registry, nodes=extra, progress=progress,  # type: ignore[arg-type]
+                                 topology=True)
+            bar.update(task, completed=0, description="t=0s (without topology)")
+            off = workload.replay(trace, conf, registry=registry, nodes=extra, progress=progress,  # type: ignore[arg-type]
+                                  topology=False)
+            both = {"with": on, "without": off, **workload.topology_diff(on, off)}
+            report = on
+        else:
+            report = workload.replay(trace, conf, registry=registry, nodes=extra, progress=progress)  # type: ignore[arg-type]
     if plot is not None or html_out is not None:
         from lahar.scheduler import plot as plots
 
@@ -151,13 +184,22 @@ def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Pa
         if plot is not None:
             plots.write_png(report, plot, title=title)
             typer.echo(f"wrote {plot}", err=True)
+            if "occupancy" in report:
+                tree_out = plot.with_name(f"{plot.stem}-tree{plot.suffix or '.png'}")
+                plots.write_tree(report["occupancy"], tree_out, title=title)
+                typer.echo(f"wrote {tree_out}", err=True)
         if html_out is not None:
             plots.write_html(report, html_out, title=title)
             typer.echo(f"wrote {html_out}", err=True)
+    if both is not None and output in ("yaml", "json"):
+        report = both
     if output == "yaml":
         sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
     elif output == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    elif both is not None:
+        for line in workload.compare_table(both):
+            typer.echo(line)
     else:  # a short table
         s = report["summary"]
         w = s["wait_s"]
@@ -165,5 +207,8 @@ def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Pa
                    f"({s['sessions']} sessions); wait mean {w['mean']} s p50 {w['p50']} s p90 {w['p90']} s "
                    f"max {w['max']} s")
         for j in report["jobs"]:
+            where = f"  {j['hypernode'] or '-'} (tier {j['tier']})" if "hypernode" in j else ""
             typer.echo(f"  {j['name']:<24} {j['queue']:<12} arrival {j['arrival']:>8.0f}  wait "
-                       f"{'-' if j['wait_s'] is None else format(j['wait_s'], '.0f'):>6}")
+                       f"{'-' if j['wait_s'] is None else format(j['wait_s'], '.0f'):>6}{where}")
+        for tier, share in ((s.get("tiers") or {}).get("mean_whole_share") or {}).items():
+            typer.echo(f"tier {tier}: {100 * share:.0f}% of HyperNodes whole on average")
