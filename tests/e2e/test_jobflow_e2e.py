@@ -1,6 +1,8 @@
 """JobFlow end to end on one `lahar up` with the real kubectl: Volcano's own `example/jobflow/` manifests run to
 Succeed unchanged, and a flow survives its worker SIGKILLed and Redis restarted mid-flow. On a second,
 `lahar up --demo`, the shipped examples/jobflow/ pipeline passes its HTTP probe against a simulated pod and Succeeds.
+An HCCL job (`plugins: {hcclrank: []}`) completes with its ranks in task-index order; the Ray job is Volcano's
+integrations/ray example in tests/e2e/test_volcano_examples.py.
 
 After each run: the flow's phase is Succeed, every step's Job was created exactly once (one uid per Job name over a
 poll of the whole run, one "create a job named ..." Event with count 1), and the status lists each Job once, as
@@ -261,6 +263,54 @@ def test_redis_restarted_mid_flow(up: FlowUp) -> None:
         wait_for("the supervisor to restart redis-server",
                  lambda: (i := up.read_info())["redis_pid"] not in (None, old) and _alive(i["redis_pid"]), timeout=30)
         check_pipeline(up, ns, watch)
+
+
+HCCL_JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: hccl-demo, namespace: hccl}
+spec:
+  minAvailable: 3
+  schedulerName: volcano
+  queue: default
+  plugins: {hcclrank: [], svc: []}
+  policies: [{event: PodEvicted, action: RestartJob}]
+  tasks:
+    - name: master
+      replicas: 1
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: ascend, image: ascend-pytorch:latest, command: [sh, -c, "python train.py"],
+                        resources: {requests: {cpu: 100m}}}]
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: ascend, image: ascend-pytorch:latest, command: [sh, -c, "python train.py"],
+                        resources: {requests: {cpu: 100m}}}]
+"""
+
+
+def test_hccl_job_completes_with_ranks_in_task_index_order(up: FlowUp) -> None:
+    """An Ascend-style master/worker Job with `plugins: {hcclrank: []}` (Volcano's hcclrank guide): it completes, and
+    its pods carry `hccl/rankIndex` master-0 → 0, worker-0 → 1, worker-1 → 2."""
+    up.kubectl("create", "namespace", "hccl")
+    up.kubectl("apply", "-f", "-", stdin=HCCL_JOB)
+    ranks: dict[str, str] = {}
+
+    def completed() -> bool:
+        pods = yaml.safe_load(up.kubectl("get", "pods", "-n", "hccl", "-o", "yaml").stdout)["items"]
+        for pod in pods:
+            rank = (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex")
+            if rank is not None:
+                ranks[pod["metadata"]["name"]] = rank
+        job = get_or_none(up, "hccl", "hccl-demo") or {}
+        return (job.get("status") or {}).get("state", {}).get("phase") == "Completed"
+
+    wait_for("the hccl job to complete", completed, timeout=FLOW_TIMEOUT, interval=0.3)
+    assert ranks == {"hccl-demo-master-0": "0", "hccl-demo-worker-0": "1", "hccl-demo-worker-1": "2"}, ranks
 
 
 @pytest.mark.parametrize(("flows", "message"), [
