@@ -493,12 +493,16 @@ class SimulatedKubelets:
                 slot = _PodSlot(ip=existing)
             else:
                 state = self._nodes[(pod.get("spec") or {}).get("nodeName")]
-                n = state.next_ip
-                state.next_ip = n + 1 if n < 254 else 2
                 if self.serve_ports:  # reachable on this machine: 127.0.0.0/8 is all loopback on Linux
                     prefix = f"{podports.LOOPBACK_PREFIX}.{state.index % 256}"
                 else:
                     prefix = state.pod_prefix or f"10.244.{state.index % 256}"
+                ports = podports.declared_ports(pod) if self.serve_ports else []
+                for _ in range(253):  # skip an address whose ports something else on this machine holds
+                    n = state.next_ip
+                    state.next_ip = n + 1 if n < 254 else 2
+                    if not ports or podports.can_listen(f"{prefix}.{n}", ports):
+                        break
                 slot = _PodSlot(ip=f"{prefix}.{n}")
             self._slots[key] = slot
         return slot.ip

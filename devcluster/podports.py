@@ -20,7 +20,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LOOPBACK_PREFIX", "PortServer", "declared_ports"]
+__all__ = ["LOOPBACK_PREFIX", "PortServer", "can_listen", "declared_ports"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,17 @@ def declared_ports(pod: Mapping[str, Any]) -> list[int]:
                     and number not in out:
                 out.append(number)
     return out
+
+
+def can_listen(ip: str, ports: list[int]) -> bool:
+    """Whether every port is free on `ip` now (another devcluster on this machine may hold the same pod IP)."""
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((ip, port))
+            except OSError:
+                return False
+    return True
 
 
 class PortServer:

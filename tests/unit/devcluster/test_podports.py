@@ -111,3 +111,29 @@ def test_kubelet_serves_a_running_pods_ports_until_it_finishes(serve):
     finally:
         kubelets.stop()
         client.close()
+
+
+def test_kubelet_skips_a_pod_ip_whose_port_is_taken():
+    """Another devcluster on this machine holds 127.244.0.2:<port>: the pod gets the next address and is served."""
+    clock = Clock()
+    client = MemoryClient(Store(registry=resources.Registry.of(resources.core()), clock=clock))
+    kubelets = SimulatedKubelets(client, ["n0"], clock=clock, serve_ports=True)
+    port = _free_port()
+    squatter = socket.socket()
+    squatter.bind(("127.244.0.2", port))
+    squatter.listen(1)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"restartPolicy": "Always", "containers": [
+               {"name": "main", "image": "busybox", "ports": [{"containerPort": port}]}]}}
+    try:
+        client.create(PODS, pod)
+        client.bind(namespace="default", name="web", node_name="n0")
+        kubelets.sync()
+        ip = client.get(PODS, "web", namespace="default")["status"]["podIP"]
+        assert ip == "127.244.0.3"
+        squatter.close()
+        assert _flow_probes.network_checker(_flow_probes.Endpoint("tcp", ip, port))
+    finally:
+        squatter.close()
+        kubelets.stop()
+        client.close()
