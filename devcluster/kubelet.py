@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lahar.devcluster import podports
 from lahar.kube import durations, errors, podspec
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.resources import ResourceType
@@ -292,6 +293,8 @@ class SimulatedKubelets:
     status_seconds: float = STATUS_REPORT_SECONDS
     tick_seconds: float = 0.5
     default_duration: float | None = None  # run time of pods without lahar.sh/sim-duration (None: until deleted)
+    serve_ports: bool = False  # loopback pod IPs and listeners on declared TCP ports of Running pods (podports)
+    port_limit: int = podports.DEFAULT_LIMIT
     _nodes: dict[str, _NodeState] = field(init=False, default_factory=dict)
     _pods: dict[tuple[str, str], Obj] = field(init=False, default_factory=dict)
     _slots: dict[tuple[str, str], _PodSlot] = field(init=False, default_factory=dict)
@@ -311,6 +314,7 @@ class SimulatedKubelets:
         self._pod_rt = _rt(self.client, "", "v1", "pods", "Pod", True)
         self._node_rt = _rt(self.client, "", "v1", "nodes", "Node", False)
         self._lease_rt = _rt(self.client, "coordination.k8s.io", "v1", "leases", "Lease", True)
+        self._ports = podports.PortServer(self.port_limit) if self.serve_ports else None
 
     # public -------------------------------------------------------------------------------------------------
 
@@ -348,6 +352,8 @@ class SimulatedKubelets:
         for t in self._threads:
             t.join(timeout=10)
         self._threads = []
+        if self._ports is not None:
+            self._ports.stop()
 
     def __enter__(self) -> SimulatedKubelets:
         self.start()
@@ -462,6 +468,22 @@ class SimulatedKubelets:
         self._pods.pop(key, None)
         self._slots.pop(key, None)
         self._dirty.discard(key)
+        if self._ports is not None:
+            self._ports.close(key)
+
+    def _sync_ports(self, key: tuple[str, str], pod: Obj) -> None:
+        """A Running pod listens on its declared TCP ports (when `serve_ports`); any other phase closes them."""
+        if self._ports is None:
+            return
+        status = pod.get("status") or {}
+        ip = str(status.get("podIP") or "")
+        if status.get("phase") == "Running" and ip.startswith(podports.LOOPBACK_PREFIX + ".") \
+                and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            ports = podports.declared_ports(pod)
+            if ports:
+                self._ports.open(key, ip, ports)
+        else:
+            self._ports.close(key)
 
     def _pod_ip(self, key: tuple[str, str], pod: Obj) -> str:
         slot = self._slots.get(key)
@@ -471,9 +493,16 @@ class SimulatedKubelets:
                 slot = _PodSlot(ip=existing)
             else:
                 state = self._nodes[(pod.get("spec") or {}).get("nodeName")]
-                n = state.next_ip
-                state.next_ip = n + 1 if n < 254 else 2
-                prefix = state.pod_prefix or f"10.244.{state.index % 256}"
+                if self.serve_ports:  # reachable on this machine: 127.0.0.0/8 is all loopback on Linux
+                    prefix = f"{podports.LOOPBACK_PREFIX}.{state.index % 256}"
+                else:
+                    prefix = state.pod_prefix or f"10.244.{state.index % 256}"
+                ports = podports.declared_ports(pod) if self.serve_ports else []
+                for _ in range(253):  # skip an address whose ports something else on this machine holds
+                    n = state.next_ip
+                    state.next_ip = n + 1 if n < 254 else 2
+                    if not ports or podports.can_listen(f"{prefix}.{n}", ports):
+                        break
                 slot = _PodSlot(ip=f"{prefix}.{n}")
             self._slots[key] = slot
         return slot.ip
@@ -505,6 +534,9 @@ class SimulatedKubelets:
                 with self._lock:
                     if key in self._pods:
                         self._pods[key] = updated
+                self._sync_ports(key, updated)
+            else:
+                self._sync_ports(key, pod)  # e.g. a pod already Running when this kubelet started
             if action.delete:
                 self.client.delete(self._pod_rt, name, namespace=ns, grace_period_seconds=0)
                 with self._lock:

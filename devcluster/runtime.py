@@ -17,11 +17,17 @@ from lahar.devcluster.server import DevCluster
 from lahar.kube import errors
 from lahar.kube.apiserver.memory import MemoryClient
 
-__all__ = ["Cluster"]
+__all__ = ["POD_PORTS_ENV", "Cluster", "pod_ports_enabled"]
 
 log = logging.getLogger(__name__)
 
 SIMULATED_LABEL = "lahar.sh/simulated"
+POD_PORTS_ENV = "LAHAR_SIM_POD_PORTS"  # "0", "false", "off" or "no": simulated pods get 10.244 IPs and serve nothing
+
+
+def pod_ports_enabled(value: str | None) -> bool:
+    """Whether simulated pods listen on their ports (`POD_PORTS_ENV`'s value; unset or empty means on)."""
+    return (value or "").strip().lower() not in ("0", "false", "off", "no")
 
 
 class Cluster:
@@ -29,9 +35,13 @@ class Cluster:
 
     def __init__(self, *, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
                  profile: str = "cpu-small", nodes: int | None = None, republish_interval: float = 2.0,
-                 sim_default_duration: float | None = None) -> None:
+                 sim_default_duration: float | None = None, serve_pod_ports: bool | None = None) -> None:
         """`sim_default_duration`: seconds a simulated restartPolicy Never/OnFailure pod without
-        `lahar.sh/sim-duration` runs (None: until deleted)."""
+        `lahar.sh/sim-duration` runs (None: until deleted). `serve_pod_ports`: Running pods get loopback IPs and
+        answer on their declared TCP ports (see `podports`); None reads `POD_PORTS_ENV` (default on)."""
+        if serve_pod_ports is None:
+            serve_pod_ports = pod_ports_enabled(os.environ.get(POD_PORTS_ENV))
+        self.serve_pod_ports = serve_pod_ports
         self.data_dir = Path(data_dir)
         self.sim_default_duration = sim_default_duration
         self.server = DevCluster(self.data_dir, host=host, port=port)
@@ -68,7 +78,8 @@ class Cluster:
         if self.node_names:
             node_objs = [o for o in self.objects if o["kind"] == "Node"]
             self.kubelets = kubelet.SimulatedKubelets(self.client, self.node_names, nodes=node_objs,
-                                                       default_duration=self.sim_default_duration)
+                                                       default_duration=self.sim_default_duration,
+                                                       serve_ports=self.serve_pod_ports)
             self.kubelets.start()
         self.workloads = workloads.WorkloadControllers(self.client).start()
         self._stop.clear()

@@ -27,7 +27,15 @@ from __future__ import annotations
 
 from lahar.supervisor import restart_delay
 from lahar.up.children import Child, ChildSpec, child_specs, free_port, stop_children
-from lahar.up.manifests import CRDS_DIR, EXAMPLES_DIR, WEBHOOKS_DIR, apply_manifests, apply_order, load_manifests
+from lahar.up.manifests import (
+                               CRDS_DIR,
+                               EXAMPLES_DIR,
+                               WEBHOOKS_DIR,
+                               apply_manifests,
+                               apply_order,
+                               demo_paths,
+                               load_manifests,
+)
 from lahar.up.redis import EmbeddedRedis, RedisMissing, RedisServer, bundled_valkey, find_redis_server, redact_url
 from lahar.up.stack import READY_FILE, Options, Stack, parse_sim_duration
 from lahar.up.status import JobRow, ProcessRow, Summary, render, status_line, summarize
@@ -53,6 +61,7 @@ __all__ = [
     "child_specs",
     "find_redis_server",
     "free_port",
+    "demo_paths",
     "load_manifests",
     "parse_sim_duration",
     "redact_url",

@@ -20,6 +20,7 @@ from lahar import data
 CRDS_DIR = data.crds()
 WEBHOOKS_DIR = data.webhooks()
 EXAMPLES_DIR = data.examples()
+DEMO_SUBDIRS = ("jobflow",)  # example folders `--demo` applies besides the top one (policies/, scheduler/ are not)
 
 Obj = dict[str, Any]
 
@@ -37,6 +38,11 @@ def apply_order(objects: Iterable[Obj]) -> list[Obj]:
 
     return [o for _, o in sorted(indexed, key=lambda io: (_APPLY_RANK.get(io[1].get("kind", ""), 9), depth(io[1]),
                                                           io[0]))]
+
+
+def demo_paths(examples: Path) -> list[Path]:
+    """What `--demo` applies: the examples folder's own files, then those of each `DEMO_SUBDIRS` folder present."""
+    return [examples, *(examples / d for d in DEMO_SUBDIRS if (examples / d).is_dir())]
 
 
 def load_manifests(paths: Sequence[Path]) -> list[Obj]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lahar.up.children import Child, child_specs, free_port, stale_cleanup, stop_children
-from lahar.up.manifests import CRDS_DIR, EXAMPLES_DIR, WEBHOOKS_DIR, apply_manifests, load_manifests
+from lahar.up.manifests import CRDS_DIR, EXAMPLES_DIR, WEBHOOKS_DIR, apply_manifests, demo_paths, load_manifests
 from lahar.up.redis import EmbeddedRedis, redact_url
 from lahar.up.status import ProcessRow, Summary, render, status_line, summarize
 
@@ -355,7 +355,8 @@ class Stack:
 
     def _demo(self) -> None:
         try:
-            self.demo_result = apply_manifests(self.cluster.kubeconfig, load_manifests([self.opts.examples]),
+            demo = load_manifests(demo_paths(self.opts.examples))
+            self.demo_result = apply_manifests(self.cluster.kubeconfig, demo,
                                                report=self._event, stop=self.stop_event)
             counts = Counter(v if v in ("created", "unchanged") else "failed" for v in self.demo_result.values())
             self._event(f"demo: {counts['created']} created, {counts['unchanged']} already there, "

@@ -1,5 +1,8 @@
 """JobFlow end to end on one `lahar up` with the real kubectl: Volcano's own `example/jobflow/` manifests run to
-Succeed unchanged, and a flow survives its worker SIGKILLed and Redis restarted mid-flow.
+Succeed unchanged, and a flow survives its worker SIGKILLed and Redis restarted mid-flow. On a second,
+`lahar up --demo`, the shipped examples/jobflow/ pipeline passes its HTTP probe against a simulated pod and Succeeds.
+An HCCL job (`plugins: {hcclrank: []}`) completes with its ranks in task-index order; the Ray job is Volcano's
+integrations/ray example in tests/e2e/test_volcano_examples.py.
 
 After each run: the flow's phase is Succeed, every step's Job was created exactly once (one uid per Job name over a
 poll of the whole run, one "create a job named ..." Event with count 1), and the status lists each Job once, as
@@ -35,12 +38,14 @@ pytestmark = [pytest.mark.e2e]
 class FlowUp(Up):
     """`lahar up` whose simulated pods without `lahar.sh/sim-duration` finish after 1 s."""
 
+    args: tuple[str, ...] = ("--nodes", "4")
+
     def start(self) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KUBECONFIG")}
         env.update(TUNING, PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(self.flower_port))
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(self.data_dir),
-                                          "--port", str(self.port), "--nodes", "4", "--sim-default-duration", "1s",
+                                          "--port", str(self.port), *self.args, "--sim-default-duration", "1s",
                                           "--plain"],
                                          cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
@@ -90,6 +95,22 @@ class JobWatch:
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowUp]:
     stack = FlowUp(tmp_path_factory.mktemp("jobflow"))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.kill_everything()
+
+
+class DemoUp(FlowUp):
+    """`lahar up --demo` (its own profile and nodes): the shipped examples, examples/jobflow/ among them."""
+
+    args = ("--demo",)
+
+
+@pytest.fixture(scope="module")
+def demo_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoUp]:
+    stack = DemoUp(tmp_path_factory.mktemp("jobflow-demo"))
     try:
         stack.start()
         yield stack
@@ -188,6 +209,36 @@ def get_or_none(up: Up, namespace: str, job: str) -> dict[str, Any] | None:
     return yaml.safe_load(out.stdout) if out.returncode == 0 else None
 
 
+def test_demo_pipeline_waits_on_the_http_probe_and_succeeds(demo_up: DemoUp) -> None:
+    """examples/jobflow/ on `lahar up --demo`: evaluate is created only while train's server pod Runs and answers
+    GET podIP:8080/healthz (a simulated pod listening on its declared port), and the flow reaches Succeed."""
+    ns = "pipelines"
+    wait_for("the demo to create the pipeline", lambda: demo_up.kubectl(
+        "get", "jobflow", "pipeline", "-n", ns, check=False).returncode == 0, timeout=120, interval=0.5)
+    seen: dict[str, Any] = {}
+
+    def evaluate_created() -> bool:
+        pods = yaml.safe_load(demo_up.kubectl("get", "pods", "-n", ns, "-o", "yaml").stdout)["items"]
+        server = [p for p in pods if p["metadata"]["name"].startswith("pipeline-train-server-")]
+        if server and server[0].get("status", {}).get("phase") == "Running":
+            seen["server"] = server[0]
+        return get_or_none(demo_up, ns, "pipeline-evaluate") is not None
+
+    wait_for("the probe to let evaluate start", evaluate_created, timeout=FLOW_TIMEOUT, interval=0.3)
+    assert "server" in seen, "evaluate started without train's server pod seen Running"
+    ip = seen["server"]["status"]["podIP"]
+    assert ip.startswith("127.244."), ip
+    train = get_or_none(demo_up, ns, "pipeline-train")
+    assert train is not None
+    with JobWatch(demo_up, ns) as watch:
+        wait_succeed(demo_up, "pipeline", ns)
+    assert all(len(u) == 1 for u in watch.uids.values()), dict(watch.uids)
+    status = get(demo_up, "jobflows.flow.volcano.sh", "pipeline", ns)["status"]
+    assert status["completedJobs"] == ["pipeline-prepare", "pipeline-train", "pipeline-evaluate"], status
+    assert created_events(demo_up, "pipeline", ns) == {
+        f"create a job named pipeline-{s}!": 1 for s in ("prepare", "train", "evaluate")}
+
+
 def test_worker_sigkilled_mid_flow(up: FlowUp) -> None:
     """The controller worker SIGKILLed while the second step runs: the flow completes, no Job is made twice."""
     ns = "jf-kill"
@@ -212,6 +263,54 @@ def test_redis_restarted_mid_flow(up: FlowUp) -> None:
         wait_for("the supervisor to restart redis-server",
                  lambda: (i := up.read_info())["redis_pid"] not in (None, old) and _alive(i["redis_pid"]), timeout=30)
         check_pipeline(up, ns, watch)
+
+
+HCCL_JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: hccl-demo, namespace: hccl}
+spec:
+  minAvailable: 3
+  schedulerName: volcano
+  queue: default
+  plugins: {hcclrank: [], svc: []}
+  policies: [{event: PodEvicted, action: RestartJob}]
+  tasks:
+    - name: master
+      replicas: 1
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: ascend, image: ascend-pytorch:latest, command: [sh, -c, "python train.py"],
+                        resources: {requests: {cpu: 100m}}}]
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: ascend, image: ascend-pytorch:latest, command: [sh, -c, "python train.py"],
+                        resources: {requests: {cpu: 100m}}}]
+"""
+
+
+def test_hccl_job_completes_with_ranks_in_task_index_order(up: FlowUp) -> None:
+    """An Ascend-style master/worker Job with `plugins: {hcclrank: []}` (Volcano's hcclrank guide): it completes, and
+    its pods carry `hccl/rankIndex` master-0 → 0, worker-0 → 1, worker-1 → 2."""
+    up.kubectl("create", "namespace", "hccl")
+    up.kubectl("apply", "-f", "-", stdin=HCCL_JOB)
+    ranks: dict[str, str] = {}
+
+    def completed() -> bool:
+        pods = yaml.safe_load(up.kubectl("get", "pods", "-n", "hccl", "-o", "yaml").stdout)["items"]
+        for pod in pods:
+            rank = (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex")
+            if rank is not None:
+                ranks[pod["metadata"]["name"]] = rank
+        job = get_or_none(up, "hccl", "hccl-demo") or {}
+        return (job.get("status") or {}).get("state", {}).get("phase") == "Completed"
+
+    wait_for("the hccl job to complete", completed, timeout=FLOW_TIMEOUT, interval=0.3)
+    assert ranks == {"hccl-demo-master-0": "0", "hccl-demo-worker-0": "1", "hccl-demo-worker-1": "2"}, ranks
 
 
 @pytest.mark.parametrize(("flows", "message"), [

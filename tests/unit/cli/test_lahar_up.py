@@ -235,3 +235,18 @@ def test_demo_profile_has_the_nodes_the_examples_need() -> None:
     assert sum(1 for c in caps if "nvidia.com/rdma_vf" in c and c.get("nvidia.com/gpu") == "8") >= 2
     assert any("volcano.sh/vgpu-number" in c for c in caps)
     assert any("nvidia.com/mig-1g.10gb" in c for c in caps)
+
+
+def test_demo_applies_the_jobflow_pipeline_after_its_templates() -> None:
+    """`--demo` applies examples/jobflow/ too: its Namespace first, the three JobTemplates before the JobFlow,
+    whose third step waits on an HTTP probe of a task the second step's template declares a port for."""
+    paths = ups.demo_paths(EXAMPLES)
+    assert paths == [EXAMPLES, EXAMPLES / "jobflow"]
+    ordered = [(o["kind"], o["metadata"]["name"]) for o in ups.apply_order(ups.load_manifests(paths))]
+    flow_at = ordered.index(("JobFlow", "pipeline"))
+    templates = [ordered.index(("JobTemplate", n)) for n in ("prepare", "train", "evaluate")]
+    assert max(templates) < flow_at and ordered.index(("Namespace", "pipelines")) < min(templates)
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in ups.load_manifests([EXAMPLES / "jobflow"])}
+    probe = objs["JobFlow", "pipeline"]["spec"]["flows"][2]["dependsOn"]["probe"]["httpGetList"][0]
+    server = next(t for t in objs["JobTemplate", "train"]["spec"]["tasks"] if t["name"] == probe["taskName"])
+    assert probe["port"] in [p["containerPort"] for p in server["template"]["spec"]["containers"][0]["ports"]]
