@@ -36,6 +36,7 @@ __all__ = [
     "ReconcileMetrics",
     "broker_lists",
     "job_phase_change",
+    "jobflow_phase_change",
     "kind_label",
     "result_label",
 ]
@@ -47,6 +48,8 @@ KINDS = frozenset({"Job", "PodGroup", "Queue", "CronJob", "Command", "GC", "JobF
 # Volcano's pkg/controllers/job/state counters: incremented when a Job enters the phase (exported, like Go's client,
 # without the `_total` Python's client appends, so typed gauge: see scheduler.metrics.EXACT_COUNTERS)
 PHASE_COUNTERS = {"Completed": "volcano_job_completed_phase_count", "Failed": "volcano_job_failed_phase_count"}
+# Volcano's pkg/controllers/jobflow/state counters, by the flow's namespace (label `jobflow_namespace`)
+FLOW_PHASE_COUNTERS = {"Succeed": "volcano_jobflow_succeed_phase_count", "Failed": "volcano_jobflow_failed_phase_count"}
 # reconciles take milliseconds to a few seconds (a Job's pod fan-out); the task's hard limit is minutes
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -87,6 +90,17 @@ def job_phase_change(event: str, obj: Mapping[str, Any], old: Mapping[str, Any] 
     meta = obj.get("metadata") or {}
     queue = (obj.get("spec") or {}).get("queue") or default_queue
     return phase, f"{meta.get('namespace') or ''}/{meta.get('name') or ''}", queue
+
+
+def jobflow_phase_change(event: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(phase, namespace) when a JobFlow's watch event moved it into Succeed or Failed, else None (once per
+    transition, as `job_phase_change`)."""
+    if event != "MODIFIED" or old is None:
+        return None
+    phase = _phase(obj)
+    if phase not in FLOW_PHASE_COUNTERS or _phase(old) == phase:
+        return None
+    return phase, (obj.get("metadata") or {}).get("namespace") or ""
 
 
 def broker_lists(queue: str, *, steps: tuple[int, ...] = (0, 3, 6, 9), sep: str = "\x06\x16") -> list[str]:
@@ -177,6 +191,34 @@ class _PhaseCounters(Collector):
             yield m
 
 
+class _FlowPhaseCounters(Collector):
+    """Volcano's jobflow-phase counters: a series per namespace; a deleted JobFlow removes its namespace's series, as
+    Volcano's DeleteJobFlowMetrics does."""
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._counts: dict[tuple[str, str], float] = {}
+
+    def inc(self, phase: str, namespace: str) -> None:
+        with self._mu:
+            self._counts[(phase, namespace)] = self._counts.get((phase, namespace), 0.0) + 1
+
+    def forget(self, namespace: str) -> None:
+        with self._mu:
+            for k in [k for k in self._counts if k[1] == namespace]:
+                del self._counts[k]
+
+    def collect(self) -> Iterator[Metric]:
+        with self._mu:
+            counts = dict(self._counts)
+        for phase, name in FLOW_PHASE_COUNTERS.items():
+            m = GaugeMetricFamily(name, f"Number of jobflow {phase.lower()} phase", labels=["jobflow_namespace"])
+            for (p, ns), v in sorted(counts.items()):
+                if p == phase:
+                    m.add_metric([ns], v)
+            yield m
+
+
 class DispatchMetrics:
     """What the dispatcher sees: `observe(kind, event, obj, old)` is its per-event hook (never raises)."""
 
@@ -187,10 +229,18 @@ class DispatchMetrics:
                               ["kind", "event"], registry=self.registry)
         self.phases = _PhaseCounters()
         self.registry.register(self.phases)
+        self.flow_phases = _FlowPhaseCounters()
+        self.registry.register(self.flow_phases)
 
     def observe(self, kind: str, event: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> None:
         try:
             self.events.labels(kind, event).inc()
+            if kind == "JobFlow":
+                if event == "DELETED":
+                    self.flow_phases.forget((obj.get("metadata") or {}).get("namespace") or "")
+                elif (flow := jobflow_phase_change(event, obj, old)) is not None:
+                    self.flow_phases.inc(*flow)
+                return
             if kind != "Job":
                 return
             if event == "DELETED":

@@ -117,6 +117,39 @@ def test_job_phase_counters_count_transitions_and_forget_deleted_jobs() -> None:
     assert 'job_name="ns1/j1"' not in text and 'job_name="ns1/j2"' in text
 
 
+def _flow(phase: str, ns: str = "ns1", name: str = "f1") -> dict:
+    return {"metadata": {"namespace": ns, "name": name}, "status": {"state": {"phase": phase}}}
+
+
+@pytest.mark.parametrize(("event", "obj", "old", "want"), [
+    pytest.param("MODIFIED", _flow("Succeed"), _flow("Running"), ("Succeed", "ns1"), id="running-to-succeed"),
+    pytest.param("MODIFIED", _flow("Failed"), _flow("Pending"), ("Failed", "ns1"), id="pending-to-failed"),
+    pytest.param("MODIFIED", _flow("Succeed"), _flow("Succeed"), None, id="a-later-update-is-not-a-second-success"),
+    pytest.param("ADDED", _flow("Succeed"), None, None, id="a-relist-counts-nothing"),
+    pytest.param("MODIFIED", _flow("Running"), _flow("Pending"), None, id="other-phases-count-nothing"),
+    pytest.param("MODIFIED", {"metadata": {}}, {}, None, id="no-status"),
+])
+def test_jobflow_phase_change(event: str, obj: dict, old: dict | None, want: tuple | None) -> None:
+    assert metrics.jobflow_phase_change(event, obj, old) == want
+
+
+def test_jobflow_phase_counters_have_volcanos_names_and_forget_a_deleted_flows_namespace() -> None:
+    """Volcano's pkg/controllers/jobflow/state/metrics.go: jobflow_succeed_phase_count and
+    jobflow_failed_phase_count in subsystem `volcano`, label jobflow_namespace; DeleteJobFlowMetrics drops the
+    namespace's series."""
+    m = metrics.DispatchMetrics()
+    m.observe("JobFlow", "MODIFIED", _flow("Succeed"), _flow("Running"))
+    m.observe("JobFlow", "MODIFIED", _flow("Succeed", name="f2"), _flow("Running", name="f2"))
+    m.observe("JobFlow", "MODIFIED", _flow("Failed", ns="ns2"), _flow("Running", ns="ns2"))
+    text = generate_latest(m.registry).decode()
+    assert 'volcano_jobflow_succeed_phase_count{jobflow_namespace="ns1"} 2.0' in text
+    assert 'volcano_jobflow_failed_phase_count{jobflow_namespace="ns2"} 1.0' in text
+    assert "# TYPE volcano_jobflow_succeed_phase_count gauge" in text  # Go's exact name, no _total
+    m.observe("JobFlow", "DELETED", _flow("Succeed"))
+    text = generate_latest(m.registry).decode()
+    assert 'jobflow_namespace="ns1"' not in text and 'jobflow_namespace="ns2"' in text
+
+
 def test_a_broken_event_never_raises_out_of_the_hook() -> None:
     m = metrics.DispatchMetrics()
     m.observe("Job", "MODIFIED", {"status": "not-a-dict"}, {"status": {}})  # logged at debug, dispatch goes on
