@@ -86,6 +86,7 @@ class LaharStack:
         self.kubectl.apply(yaml.safe_dump_all([queue("root"), queue("default")]))
         self.kubectl.open_queues("root", "default")
         self.kubectl.apply(yaml.safe_dump_all(self.cluster.node_manifests()))
+        self._untaint_ready_nodes()
         # the Secret (and the files the server reads) first, the registration once the server answers
         lahar("certs", "ensure", "--no-webhooks", "--out", str(self.certs_dir), kubeconfig=self.cluster.kubeconfig)
         port = free_port()
@@ -97,6 +98,22 @@ class LaharStack:
         self.webhook_url = f"https://127.0.0.1:{port}"
         self.registration = lahar("certs", "ensure", "--url", self.webhook_url, "--out", str(self.certs_dir),
                                   kubeconfig=self.cluster.kubeconfig).stdout
+
+    def _untaint_ready_nodes(self) -> None:
+        """The real server's TaintNodesByCondition admission gives every new Node `node.kubernetes.io/not-ready:
+        NoSchedule`; kube-controller-manager's node lifecycle controller (not run here: it would also mark kwok's
+        nodes unreachable without kubelet leases) takes it off once the node is Ready. Do that part of its job."""
+        def ready() -> bool:
+            nodes = self.kubectl.json("get", "nodes", "-l", "type=kwok")["items"]
+            return len(nodes) == len(self.cluster.node_manifests()) and all(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+                for n in nodes)
+
+        wait_for("kwok's nodes to be Ready", ready, timeout=60)
+        self.kubectl("taint", "nodes", "-l", "type=kwok", "node.kubernetes.io/not-ready:NoSchedule-", check=False)
+        wait_for("the not-ready taints to be gone", lambda: not any(
+            n["spec"].get("taints") for n in self.kubectl.json("get", "nodes", "-l", "type=kwok")["items"]),
+            timeout=30)
 
     def start_controllers(self) -> None:
         """Redis, then lahar's dispatch, worker, scheduler and beat against the real API server."""
