@@ -22,6 +22,7 @@ import pytest
 from tests import builders
 from tests.builders import pod_template
 from tests.e2e import test_volcano_examples as examples
+from tests.realcluster.cluster import missing
 from tests.realcluster.lahar_stack import LaharStack
 from tests.support import wait_for
 
@@ -72,6 +73,8 @@ def test_volcanos_examples_apply_unchanged(lahar_stack: LaharStack) -> None:
 def test_gang_job_is_bound_by_lahar_and_runs_on_kwok(lahar_stack: LaharStack) -> None:
     """lahar's dispatch, worker, scheduler and beat against the real API server: the Job's PodGroup is created,
     its three pods are created and bound together (gang of 3), and kwok makes them Running."""
+    if reason := missing("kwok"):
+        pytest.skip(reason)
     lahar_stack.start_controllers()
     kubectl = lahar_stack.kubectl
     ns = f"gang-{uuid.uuid4().hex[:6]}"
