@@ -30,16 +30,6 @@ def record(ctx: Context, obj: dict[str, Any], type_: str, reason: str, message: 
     digest = hashlib.sha1(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:10]
     name = f"{meta.get('name')}.{digest}"
     now = _ts(ctx)
-    try:
-        current = ctx.client.get(rt, name, namespace=namespace)
-        current["count"] = int(current.get("count") or 1) + 1
-        current["lastTimestamp"] = now
-        ctx.client.update(rt, current, namespace=namespace)
-        return
-    except errors.NotFound:
-        pass
-    except errors.ApiError:
-        return
     event = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -61,5 +51,16 @@ def record(ctx: Context, obj: dict[str, Any], type_: str, reason: str, message: 
         "firstTimestamp": now,
         "lastTimestamp": now,
     }
-    with contextlib.suppress(errors.ApiError):
+    # Create first: most Events are new, and a GET that answers 404 before every create doubles their API calls.
+    try:
         ctx.client.create(rt, event, namespace=namespace)
+        return
+    except errors.AlreadyExists:
+        pass
+    except errors.ApiError:
+        return
+    with contextlib.suppress(errors.ApiError):
+        current = ctx.client.get(rt, name, namespace=namespace)
+        current["count"] = int(current.get("count") or 1) + 1
+        current["lastTimestamp"] = now
+        ctx.client.update(rt, current, namespace=namespace)
