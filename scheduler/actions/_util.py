@@ -11,11 +11,33 @@ import numpy as np
 
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import Task
+from lahar.scheduler.framework.snapshot import Job, Queue, Task
 
-__all__ = ["PriorityQueue", "fits", "preempt_candidate_nodes", "victims_order"]
+__all__ = ["PriorityQueue", "fits", "preempt_candidate_nodes", "starving_by_queue", "victims_order"]
 
 T = TypeVar("T")
+
+
+def starving_by_queue(ssn: Session) -> tuple[PriorityQueue[Queue], dict[str, PriorityQueue[Job]], list[Job]]:
+    """Volcano's preemptor collection of reclaim (and gangpreempt / gangreclaim): the queues of every valid,
+    non-pending job in queue order; each queue's starving jobs in job order; and those jobs in session order."""
+    queues: PriorityQueue[Queue] = PriorityQueue(ssn.queue_order)
+    seen: set[str] = set()
+    preemptors: dict[str, PriorityQueue[Job]] = {}
+    starving: list[Job] = []
+    for job in ssn.jobs.values():
+        if job.is_pending() or ssn.job_valid(job) is not None:
+            continue
+        queue = ssn.queues.get(job.queue)
+        if queue is None:
+            continue
+        if queue.uid not in seen:
+            seen.add(queue.uid)
+            queues.push(queue)
+        if ssn.job_starving(job):
+            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+            starving.append(job)
+    return queues, preemptors, starving
 
 
 class PriorityQueue(Generic[T]):

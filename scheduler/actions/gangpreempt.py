@@ -15,7 +15,7 @@ import numpy as np
 
 from lahar.kube import selectors
 from lahar.scheduler.actions import _gang, _network
-from lahar.scheduler.actions._util import PriorityQueue, fits, preempt_candidate_nodes
+from lahar.scheduler.actions._util import fits, preempt_candidate_nodes, starving_by_queue
 from lahar.scheduler.framework import hypernodes
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
@@ -61,20 +61,7 @@ class GangPreempt:
     # --- the action ----------------------------------------------------------------------------------------------
 
     def execute(self, ssn: Session) -> None:
-        queues: PriorityQueue[Queue] = PriorityQueue(ssn.queue_order)
-        seen: set[str] = set()
-        preemptors: dict[str, PriorityQueue[Job]] = {}
-        for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None:
-                continue
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
-                continue
-            if queue.uid not in seen:
-                seen.add(queue.uid)
-                queues.push(queue)
-            if ssn.job_starving(job):
-                preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+        queues, preemptors, _ = starving_by_queue(ssn)
         while not queues.empty():
             queue = queues.pop()
             jobs = preemptors.get(queue.uid)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.scheduler.actions._util import PriorityQueue, fits, preempt_candidate_nodes, victims_order
+from lahar.scheduler.actions._util import fits, preempt_candidate_nodes, starving_by_queue, victims_order
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
+from lahar.scheduler.framework.snapshot import Queue, Task, TaskStatus
 from lahar.scheduler.framework.statement import Statement
 
 __all__ = ["Reclaim"]
@@ -21,24 +21,12 @@ class Reclaim:
         self.arguments = dict(arguments or {})
 
     def execute(self, ssn: Session) -> None:
-        queues: PriorityQueue[Queue] = PriorityQueue(ssn.queue_order)
-        seen: set[str] = set()
-        preemptors: dict[str, PriorityQueue[Job]] = {}
-        tasks: dict[str, list[Task]] = {}
+        queues, preemptors, starving = starving_by_queue(ssn)
         key = ssn.task_key()
-        for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None:
-                continue
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
-                continue
-            if queue.uid not in seen:
-                seen.add(queue.uid)
-                queues.push(queue)
-            if ssn.job_starving(job):
-                preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
-                tasks[job.uid] = sorted((t for t in job.index.get(TaskStatus.PENDING, {}).values()
-                                         if not t.sch_gated), key=key, reverse=True)
+        tasks: dict[str, list[Task]] = {
+            job.uid: sorted((t for t in job.index.get(TaskStatus.PENDING, {}).values() if not t.sch_gated),
+                            key=key, reverse=True)
+            for job in starving}
 
         statements: dict[str, Statement] = {}
         arrays = ssn.arrays

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lahar.scheduler.framework.conf import DEFAULT_CONF
 from tests.builders import container, pod_template, vcjob
 from tests.e2e import test_lahar_up as base
 from tests.e2e.test_lahar_up import Up
@@ -29,21 +30,7 @@ pytestmark = base.pytestmark
 
 LEAF = "hypernode-superpod-tier1-leaf-"
 ALLOCATED = "volcano.sh/job-allocated-hypernode"
-CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: network-topology-aware
-"""
+CONF = DEFAULT_CONF + "  - name: network-topology-aware\n"
 
 
 @pytest.fixture
