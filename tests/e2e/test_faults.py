@@ -91,6 +91,8 @@ def _group_alive(pgid: int) -> bool:
 class Up:
     """`lahar up --plain` in a subprocess (its own process group) on `data_dir`, restartable on the same port."""
 
+    args: tuple[str, ...] = ("--nodes", "4")  # the cluster and the simulation: a subclass's own flags
+
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.data_dir = tmp / "lahar"
@@ -117,7 +119,7 @@ class Up:
         env.update(TUNING, PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(self.flower_port))
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(self.data_dir),
-                                          "--port", str(self.port), "--nodes", "4", "--plain"],
+                                          "--port", str(self.port), *self.args, "--plain"],
                                          cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 

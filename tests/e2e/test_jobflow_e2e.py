@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -25,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.test_faults import TUNING, Up, _alive
+from tests.e2e.test_faults import Up, _alive
 from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,30 +36,7 @@ pytestmark = [pytest.mark.e2e]
 class FlowUp(Up):
     """`lahar up` whose simulated pods without `lahar.sh/sim-duration` finish after 1 s."""
 
-    args: tuple[str, ...] = ("--nodes", "4")
-
-    def start(self) -> dict[str, Any]:
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KUBECONFIG")}
-        env.update(TUNING, PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(self.flower_port))
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(self.data_dir),
-                                          "--port", str(self.port), *self.args, "--sim-default-duration", "1s",
-                                          "--plain"],
-                                         cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-
-        def ready() -> dict[str, Any] | None:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"lahar up exited with {self.proc.returncode}")
-            info = self.read_info()
-            return info if info.get("ready") and info.get("pid") == self.proc.pid else None
-
-        try:
-            self.info = wait_for("lahar up to be ready", ready, timeout=120, interval=0.25)
-        except AssertionError as e:
-            raise AssertionError(f"{e}\n{self.output()}") from None
-        return self.info
+    args: tuple[str, ...] = ("--nodes", "4", "--sim-default-duration", "1s")
 
 
 class JobWatch:
@@ -105,7 +80,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowUp]:
 class DemoUp(FlowUp):
     """`lahar up --demo` (its own profile and nodes): the shipped examples, examples/jobflow/ among them."""
 
-    args = ("--demo",)
+    args = ("--demo", "--sim-default-duration", "1s")
 
 
 @pytest.fixture(scope="module")
