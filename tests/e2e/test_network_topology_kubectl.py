@@ -75,7 +75,8 @@ def bound(up: Up, name: str, count: int) -> dict[str, str]:
         p if len(p := placement(up, name)) == count and all(p.values()) else None), 60)
 
 
-def test_hard_gangs_land_one_rack_each_and_too_big_stays_pending_with_the_tier_reason(up: Up, tmp_path: Path) -> None:
+def start_with_topology(up: Up, tmp_path: Path) -> None:
+    """`lahar up` on the superpod, its HyperNode tree discovered, and the scheduler on CONF."""
     up.start()
     wait_for("the four racks", lambda: len(json.loads(up.kubectl("get", "hypernodes", "-o", "json").stdout)
                                           ["items"]) == 6, 60)
@@ -85,6 +86,10 @@ def test_hard_gangs_land_one_rack_each_and_too_big_stays_pending_with_the_tier_r
     log = up.data_dir / "logs" / "scheduler.log"
     wait_for("the scheduler to load the conf", lambda: "configuration default/lahar-scheduler-configmap@" in
              log.read_text(errors="replace"), 30)
+
+
+def test_hard_gangs_land_one_rack_each_and_too_big_stays_pending_with_the_tier_reason(up: Up, tmp_path: Path) -> None:
+    start_with_topology(up, tmp_path)
 
     apply(up, tmp_path, job("tp-a", 8))
     first = bound(up, "tp-a", 8)
@@ -130,15 +135,7 @@ def partitioned_job(name: str, partitions: int, size: int) -> dict[str, Any]:
 
 
 def test_tensor_parallel_subgroups_land_one_per_rack(up: Up, tmp_path: Path) -> None:
-    up.start()
-    wait_for("the four racks", lambda: len(json.loads(up.kubectl("get", "hypernodes", "-o", "json").stdout)
-                                          ["items"]) == 6, 60)
-    apply(up, tmp_path, {"apiVersion": "v1", "kind": "ConfigMap",
-                         "metadata": {"name": "lahar-scheduler-configmap", "namespace": "default"},
-                         "data": {"volcano-scheduler.conf": CONF}})
-    log = up.data_dir / "logs" / "scheduler.log"
-    wait_for("the scheduler to load the conf", lambda: "configuration default/lahar-scheduler-configmap@" in
-             log.read_text(errors="replace"), 30)
+    start_with_topology(up, tmp_path)
     # 6 pods a partition, 8 nodes a rack: placed pod by pod, partition 1 would take rack 0's last 2 nodes
     apply(up, tmp_path, partitioned_job("tp", 4, 6))
     got = bound(up, "tp", 24)
