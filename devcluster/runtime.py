@@ -69,6 +69,8 @@ class Cluster:
         return self.profile.name
 
     def start(self) -> Cluster:
+        """Serve, publish the profile's nodes and start their kubelets; /readyz answers ok only after that."""
+        self.server.pending_checks.add("lahar-profile-nodes")
         self.server.start()
         self.client = MemoryClient(store=self.server.store)
         self.objects = nodes.build(self.profile, self.node_count) if self.node_count != 0 else []
@@ -85,6 +87,7 @@ class Cluster:
         self._stop.clear()
         self._republisher = threading.Thread(target=self._republish_loop, name="devcluster-inventory", daemon=True)
         self._republisher.start()
+        self.server.pending_checks.discard("lahar-profile-nodes")
         return self
 
     def stop(self) -> None:

@@ -82,6 +82,7 @@ class ApiServer:
         self._watches: set[WatchStream] = set()
         self._watches_lock = threading.Lock()
         self._closing = False
+        self.pending_checks: set[str] = set()
 
     # lifecycle ----------------------------------------------------------------------------------------------
 
@@ -142,6 +143,10 @@ class ApiServer:
             raise _Reply(200, _dumps({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3",
                                                 "/readyz", "/version"]}))
         head = parts[0]
+        if head == "readyz" and self.pending_checks:
+            # kube-apiserver's shape: one line per failing check, then the verdict, status 500
+            lines = "".join(f"[-]{name} failed: reason withheld\n" for name in sorted(self.pending_checks))
+            raise _Reply(500, f"{lines}readyz check failed\n".encode(), b"text/plain; charset=utf-8")
         if head in ("healthz", "livez", "readyz"):
             raise _Reply(200, b"ok", b"text/plain; charset=utf-8")
         if head == "version" and len(parts) == 1:
@@ -478,6 +483,7 @@ class DevCluster:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self.pending_checks: set[str] = set()  # /readyz fails while any is pending (e.g. the profile's nodes)
 
     # paths --------------------------------------------------------------------------------------------------
 
@@ -520,6 +526,7 @@ class DevCluster:
         self.port = self._socket.getsockname()[1]
         self.app = ApiServer(self.store, self.registry, token=self.token, bookmark_interval=self.bookmark_interval,
                              server_address=f"{self.host}:{self.port}")
+        self.app.pending_checks = self.pending_checks
         config.write_kubeconfig(self.data, server=self.url, token=self.token)
         uv_config = uvicorn.Config(self.app, ssl_certfile=str(self.data.serving_cert),
                                    ssl_keyfile=str(self.data.serving_key), log_level="warning", lifespan="off",
