@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lahar.controllers import _hypernode_tree
 from lahar.controllers.workqueue import Key
 from lahar.kube.models import labels
 
@@ -31,7 +32,8 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode")
+KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode",
+         "ConfigMap")
 # kind → (group, version, plural) of what the dispatcher watches and the resync lists
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
@@ -44,11 +46,12 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "JobTemplate": ("flow.volcano.sh", "v1alpha1", "jobtemplates"),
     "Node": ("", "v1", "nodes"),
     "HyperNode": ("topology.volcano.sh", "v1alpha1", "hypernodes"),
+    "ConfigMap": ("", "v1", "configmaps"),  # only the discovery ConfigMaps route (to the HyperNode tree)
 }
 # the hypernode controller's one key: the whole tree is discovered and its statuses written at once
 HYPERNODE_TREE = Key("HyperNodeTree", "", "discovery")
 # keys reconciled on every resync even when no object names them: the queue reconciler ensures they exist; the
-# HyperNode tree also follows its ConfigMap, which is not watched
+# HyperNode tree is reconciled whole
 ALWAYS = (Key("Queue", "", "root"), Key("Queue", "", "default"), HYPERNODE_TREE)
 # keys reconciled once a kind's informer starts: its first list may hold nothing (a CRD just applied), so no event
 # would name them until the next resync
@@ -310,6 +313,16 @@ def _route_topology(kind: str, event: str, obj: Obj, old: Obj | None) -> list[Wo
     return [Work(HYPERNODE_TREE)]
 
 
+def _route_configmap(event: str, cm: Obj, old: Obj | None) -> list[Work]:
+    """A discovery ConfigMap (Volcano's controller ConfigMap, any namespace) created, deleted or with changed data
+    re-runs discovery; every other ConfigMap, and a discovery ConfigMap's metadata-only update, routes nowhere."""
+    if _meta(cm).get("name") not in _hypernode_tree.CONFIGMAP_NAMES:
+        return []
+    if event == MODIFIED and (old or {}).get("data") == cm.get("data"):
+        return []
+    return [Work(HYPERNODE_TREE)]
+
+
 def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: Sequence[Obj] = (),
           job: Obj | None = None, scheduler_names: Iterable[str] = ("volcano",)) -> list[Work]:
     """Keys to reconcile for one event (`ADDED`, `MODIFIED` with `old`, `DELETED`, or `RESYNC`) on `obj` of `kind`.
@@ -327,6 +340,8 @@ def route(kind: str, event: str, obj: Obj, old: Obj | None = None, *, siblings: 
         return _route_queue(event, obj, old)
     if kind in ("Node", "HyperNode"):
         return _route_topology(kind, event, obj, old)
+    if kind == "ConfigMap":
+        return _route_configmap(event, obj, old)
     meta = _meta(obj)
     if kind == "CronJob":
         return [Work(Key("CronJob", meta.get("namespace") or "default", meta.get("name")))]

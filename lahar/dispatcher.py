@@ -168,7 +168,8 @@ class Dispatcher:
 
     def _informer_loop(self, stop: threading.Event) -> None:
         # Jobs first, so a pod's Job is cached when its events arrive; Pods before PodGroups is harmless either way.
-        order = ["Job", "Queue", "CronJob", "Command", "PodGroup", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode"]
+        order = ["Job", "Queue", "CronJob", "Command", "PodGroup", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode",
+                 "ConfigMap"]
         while not stop.is_set():
             for kind in order:
                 if kind in self.informers or stop.is_set():

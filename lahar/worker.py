@@ -295,7 +295,7 @@ def resync() -> dict[str, int]:
     keys: set[Key] = set(dispatch.ALWAYS)
     for kind, (group, version, plural) in dispatch.RESOURCES.items():
         rtype = client.registry.get(group, version, plural)
-        if rtype is None:
+        if rtype is None or kind == "ConfigMap":  # the discovery ConfigMaps route to the tree, which is in ALWAYS
             continue
         try:
             if kind == "Pod":  # plain pods waiting for a PodGroup; everything else is reached through its owner

@@ -295,6 +295,10 @@ def _hn_obj(generation: int, labels: dict | None = None, node_count: int = 0) ->
             "status": {"nodeCount": node_count}}
 
 
+def _cm(name: str, conf: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "volcano-system"}, "data": {"volcano-controller.conf": conf}}
+
+
 ROUTE_CASES = [
     ("node-added", "Node", "ADDED", node("n0"), None, True),
     ("node-deleted", "Node", "DELETED", node("n0"), None, True),
@@ -306,6 +310,15 @@ ROUTE_CASES = [
     ("hypernode-status-only", "HyperNode", "MODIFIED", _hn_obj(1, node_count=3), _hn_obj(1), False),
     ("hypernode-labels-changed", "HyperNode", "MODIFIED", _hn_obj(1, {"a": "b"}), _hn_obj(1), True),
     ("hypernode-deleted", "HyperNode", "DELETED", _hn_obj(1), None, True),
+    ("discovery-configmap-added", "ConfigMap", "ADDED", _cm("volcano-controller-configmap", "a"), None, True),
+    ("discovery-configmap-changed", "ConfigMap", "MODIFIED", _cm("volcano-controller-configmap", "b"),
+     _cm("volcano-controller-configmap", "a"), True),
+    ("discovery-configmap-relabelled-only", "ConfigMap", "MODIFIED",
+     {**_cm("volcano-controller-configmap", "a"), "metadata": {"name": "volcano-controller-configmap",
+                                                               "labels": {"x": "y"}}},
+     _cm("volcano-controller-configmap", "a"), False),
+    ("discovery-configmap-deleted", "ConfigMap", "DELETED", _cm("lahar-controller-configmap", "a"), None, True),
+    ("other-configmap", "ConfigMap", "ADDED", _cm("kube-root-ca.crt", "a"), None, False),
 ]
 
 
@@ -320,6 +333,7 @@ def test_tables_know_the_tree() -> None:
     assert dispatch.HYPERNODE_TREE in dispatch.ALWAYS
     assert reconcilers.RECONCILERS[dispatch.HYPERNODE_TREE.kind] is hypernodes.reconcile
     assert dispatch.RESOURCES["HyperNode"] == ("topology.volcano.sh", "v1alpha1", "hypernodes")
+    assert dispatch.RESOURCES["ConfigMap"] == ("", "v1", "configmaps")
 
 
 # --- the reconciler over MemoryClient --------------------------------------------------------------------------------
@@ -447,3 +461,23 @@ def test_dispatcher_reconciles_the_tree_once_hypernodes_are_served() -> None:
         assert d._outbox.get(timeout=5) == dispatch.Work(dispatch.HYPERNODE_TREE)
     finally:
         d.informers["HyperNode"].stop()
+
+
+def test_dispatcher_rediscovers_when_the_discovery_configmap_changes() -> None:
+    """The tiers are edited in the ConfigMap: the tree follows at once, not at the next resync."""
+    from lahar.dispatcher import Dispatcher
+
+    ctx = make_ctx(config=None)
+    d = Dispatcher(client=ctx.client, redis=_NoRedis(), send=lambda key: True)
+    d._start_informer("ConfigMap", _rt(ctx, "configmaps"))
+    try:
+        cm_rt = _rt(ctx, "configmaps")
+        ctx.client.create(cm_rt, {"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "unrelated", "namespace": "kube-system"}, "data": {"a": "b"}},
+                          namespace="kube-system")
+        ctx.client.create(cm_rt, {"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "volcano-controller-configmap", "namespace": "kube-system"},
+                                  "data": {tree.CONFIG_KEY: SUPERPOD}}, namespace="kube-system")
+        assert d._outbox.get(timeout=5) == dispatch.Work(dispatch.HYPERNODE_TREE)
+    finally:
+        d.informers["ConfigMap"].stop()
