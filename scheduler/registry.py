@@ -14,6 +14,7 @@ from lahar.scheduler.actions.reclaim import Reclaim
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.plugins.binpack import BinPack
 from lahar.scheduler.plugins.capacity import Capacity
+from lahar.scheduler.plugins.cdp import CooldownProtection
 from lahar.scheduler.plugins.conformance import Conformance
 from lahar.scheduler.plugins.deviceshare import DeviceShare
 from lahar.scheduler.plugins.drf import Drf
@@ -23,6 +24,7 @@ from lahar.scheduler.plugins.nodegroup import NodeGroup
 from lahar.scheduler.plugins.nodeorder import NodeOrder
 from lahar.scheduler.plugins.numaaware import NumaAware
 from lahar.scheduler.plugins.overcommit import Overcommit
+from lahar.scheduler.plugins.pdb import Pdb
 from lahar.scheduler.plugins.predicates import Predicates
 from lahar.scheduler.plugins.priority import Priority
 from lahar.scheduler.plugins.proportion import Proportion
@@ -57,4 +59,6 @@ def in_tree_registry() -> Registry:
             .add_plugin("deviceshare", DeviceShare)
             .add_plugin("network-topology-aware", NetworkTopologyAware)
             .add_plugin("nodegroup", NodeGroup)
-            .add_plugin("resource-strategy-fit", ResourceStrategyFit))
+            .add_plugin("resource-strategy-fit", ResourceStrategyFit)
+            .add_plugin("pdb", Pdb)
+            .add_plugin("cdp", CooldownProtection))
