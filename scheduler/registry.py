@@ -30,6 +30,7 @@ from lahar.scheduler.plugins.priority import Priority
 from lahar.scheduler.plugins.proportion import Proportion
 from lahar.scheduler.plugins.resource_strategy_fit import ResourceStrategyFit
 from lahar.scheduler.plugins.sla import Sla
+from lahar.scheduler.plugins.tdm import Tdm
 
 __all__ = ["in_tree_registry"]
 
@@ -61,4 +62,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("nodegroup", NodeGroup)
             .add_plugin("resource-strategy-fit", ResourceStrategyFit)
             .add_plugin("pdb", Pdb)
-            .add_plugin("cdp", CooldownProtection))
+            .add_plugin("cdp", CooldownProtection)
+            .add_plugin("tdm", Tdm))
