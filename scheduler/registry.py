@@ -29,6 +29,7 @@ from lahar.scheduler.plugins.predicates import Predicates
 from lahar.scheduler.plugins.priority import Priority
 from lahar.scheduler.plugins.proportion import Proportion
 from lahar.scheduler.plugins.resource_strategy_fit import ResourceStrategyFit
+from lahar.scheduler.plugins.resourcequota import ResourceQuota
 from lahar.scheduler.plugins.sla import Sla
 from lahar.scheduler.plugins.tdm import Tdm
 
@@ -63,4 +64,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("resource-strategy-fit", ResourceStrategyFit)
             .add_plugin("pdb", Pdb)
             .add_plugin("cdp", CooldownProtection)
-            .add_plugin("tdm", Tdm))
+            .add_plugin("tdm", Tdm)
+            .add_plugin("resourcequota", ResourceQuota))
