@@ -124,6 +124,38 @@ def test_nodegroup_and_resource_strategy_fit_load_with_their_arguments() -> None
     assert rsf.name == "resource-strategy-fit" and rsf.arguments["sra"]["resources"] == "nvidia.com/gpu"
 
 
+# Volcano's examples for tdm (plugins/tdm/tdm.go), pdb, cdp and resourcequota, in one conf.
+VICTIM_PLUGIN_EXAMPLES = """
+actions: "enqueue, reclaim, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: pdb
+    enabledVictim: true
+  - name: cdp
+  - name: tdm
+    arguments:
+      tdm.revocable-zone.rz1: 10:00-21:00
+      tdm.revocable-zone.rz2: 12:00-14:00
+      tdm.evict.period: 1m
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: resourcequota
+    enableJobEnqueued: true
+"""
+
+
+def test_pdb_cdp_tdm_and_resourcequota_load_with_their_arguments() -> None:
+    c = confs.load(VICTIM_PLUGIN_EXAMPLES, **KNOWN)
+    assert c.plugin_names()[3:6] == ["pdb", "cdp", "tdm"] and "resourcequota" in c.plugin_names()
+    tdm = REG.plugin("tdm", c.tiers[0].plugins[5].arguments)
+    assert tdm.zones == {"rz1": "10:00-21:00", "rz2": "12:00-14:00"} and tdm.evict_period == 60.0  # type: ignore[attr-defined]
+
+
 def test_drf_without_hierarchy_and_proportion_is_fine() -> None:
     confs.load('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n  - name: proportion')
 
