@@ -31,6 +31,7 @@ from lahar.scheduler.plugins.proportion import Proportion
 from lahar.scheduler.plugins.resource_strategy_fit import ResourceStrategyFit
 from lahar.scheduler.plugins.resourcequota import ResourceQuota
 from lahar.scheduler.plugins.sla import Sla
+from lahar.scheduler.plugins.tasktopology import TaskTopology
 from lahar.scheduler.plugins.tdm import Tdm
 
 __all__ = ["in_tree_registry"]
@@ -65,4 +66,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("pdb", Pdb)
             .add_plugin("cdp", CooldownProtection)
             .add_plugin("tdm", Tdm)
-            .add_plugin("resourcequota", ResourceQuota))
+            .add_plugin("resourcequota", ResourceQuota)
+            .add_plugin("task-topology", TaskTopology))

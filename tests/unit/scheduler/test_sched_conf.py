@@ -156,6 +156,13 @@ def test_pdb_cdp_tdm_and_resourcequota_load_with_their_arguments() -> None:
     assert tdm.zones == {"rz1": "10:00-21:00", "rz2": "12:00-14:00"} and tdm.evict_period == 60.0  # type: ignore[attr-defined]
 
 
+def test_task_topology_loads_with_its_weight() -> None:
+    # Volcano's example in plugins/task-topology/util.go
+    c = confs.load('actions: "enqueue, reclaim, allocate, backfill, preempt"\ntiers:\n- plugins:\n'
+                   '  - name: task-topology\n    arguments:\n      task-topology.weight: 10\n', **KNOWN)
+    assert REG.plugin("task-topology", c.tiers[0].plugins[0].arguments).weight == 10  # type: ignore[attr-defined]
+
+
 def test_drf_without_hierarchy_and_proportion_is_fine() -> None:
     confs.load('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n  - name: proportion')
 
