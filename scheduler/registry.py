@@ -33,6 +33,7 @@ from lahar.scheduler.plugins.resourcequota import ResourceQuota
 from lahar.scheduler.plugins.sla import Sla
 from lahar.scheduler.plugins.tasktopology import TaskTopology
 from lahar.scheduler.plugins.tdm import Tdm
+from lahar.scheduler.plugins.usage import Usage
 
 __all__ = ["in_tree_registry"]
 
@@ -67,4 +68,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("cdp", CooldownProtection)
             .add_plugin("tdm", Tdm)
             .add_plugin("resourcequota", ResourceQuota)
-            .add_plugin("task-topology", TaskTopology))
+            .add_plugin("task-topology", TaskTopology)
+            .add_plugin("usage", Usage))

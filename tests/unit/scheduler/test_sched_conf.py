@@ -163,6 +163,38 @@ def test_task_topology_loads_with_its_weight() -> None:
     assert REG.plugin("task-topology", c.tiers[0].plugins[0].arguments).weight == 10  # type: ignore[attr-defined]
 
 
+# Volcano's example in plugins/usage/usage.go
+USAGE_EXAMPLE = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: usage
+    enablePredicate: false
+    arguments:
+      usage.weight: 5
+      cpu.weight: 1
+      memory.weight: 1
+      thresholds:
+        cpu: 80
+        mem: 80
+      estimator:
+        request_ratio: 0.7
+        burst_ratio: 0
+        risk_threshold: 0.6
+        risk_factor: 1.2
+        be_cpu: 250m
+        be_mem: 200Mi
+"""
+
+
+def test_usage_loads_with_its_arguments() -> None:
+    c = confs.load(USAGE_EXAMPLE, **KNOWN)
+    option = c.tiers[0].plugins[0]
+    p = REG.plugin("usage", option.arguments)
+    assert not option.enabled("enablePredicate")
+    assert (p.usage_weight, p.cpu_threshold, p.be_memory) == (5, 80.0, 200 * 1024 * 1024)  # type: ignore[attr-defined]
+
+
 def test_drf_without_hierarchy_and_proportion_is_fine() -> None:
     confs.load('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n  - name: proportion')
 
