@@ -1,14 +1,18 @@
-"""resourcequota: the quota check table, Volcano's plugins/resourcequota/resourcequota_test.go cases as data, and an
-enqueue session where a job a co-tier plugin rejects does not use up the namespace's quota."""
+"""resourcequota: the quota check table, Volcano's plugins/resourcequota/resourcequota_test.go cases as data, an
+enqueue session where a job a co-tier plugin rejects does not use up the namespace's quota, and the scheduler cache
+and the one-shot lister carrying ResourceQuotas into the snapshot."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 import yaml
 
 from lahar.kube import quantity
+from lahar.kube.apiserver.memory import MemoryClient
+from lahar.scheduler.cache import SchedulerCache
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.hooks import Vote
@@ -16,7 +20,7 @@ from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.plugins import resourcequota as rq
 from lahar.scheduler.registry import in_tree_registry
-from lahar.scheduler.session import run_session
+from lahar.scheduler.session import list_objects, run_session
 from tests.builders import node, objs, pod, podgroup, queue
 
 HUGE = {"cpu": "20000m", "memory": "20G"}
@@ -151,3 +155,25 @@ def test_second_job_waits_for_the_quota_the_first_took() -> None:
     d = run_session(snap, conf, registry=registry, uid="ssn-1")
     phases = {uid: u.status.get("phase") for uid, u in d.podgroups.items()}
     assert phases.get("ns1/pgA") == "Inqueue" and phases.get("ns1/pgB", "Pending") == "Pending"
+
+
+def test_scheduler_cache_and_list_objects_carry_resourcequotas() -> None:
+    client = MemoryClient.with_crds()
+    rt = client.registry.get("", "v1", "resourcequotas")
+    client.create(client.registry.get("", "v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace",
+                                                                "metadata": {"name": "ns1"}})
+    client.create(rt, _quota("rq1", "ns1", {"cpu": "1"}, status=False), namespace="ns1")
+    assert [o["metadata"]["name"] for o in list_objects(client)["resourcequotas"]] == ["rq1"]
+    cache = SchedulerCache(client)
+    try:
+        assert cache.start(10)
+        deadline = time.monotonic() + 10
+        while "ns1/rq1" not in (cache.snapshot().extras.get("resourcequotas") or {}):
+            assert time.monotonic() < deadline, "the cache never saw the quota"
+            time.sleep(0.02)
+        client.delete(rt, "rq1", namespace="ns1")
+        while "ns1/rq1" in (cache.snapshot().extras.get("resourcequotas") or {}):
+            assert time.monotonic() < deadline, "the cache never dropped the quota"
+            time.sleep(0.02)
+    finally:
+        cache.stop()
