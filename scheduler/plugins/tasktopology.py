@@ -256,24 +256,37 @@ class JobManager:
 
     def score(self, task: Task, node: str, room: np.ndarray) -> int:
         """The bucket score of `task` on `node` with `room` = its idle + releasing (0 outside any bucket)."""
+        return int(self.scores(task, np.array([0]), room[None, :], {node: 0})[0])
+
+    def scores(self, task: Task, rows: np.ndarray, room: np.ndarray, index: Mapping[str, int]) -> np.ndarray:
+        """`score` for the node rows `rows` at once (`room`: one row each; `index`: node name → row): the bucket's
+        members already on the node, minus anti-affinity with the job's tasks bound there, plus the bucket's
+        pending tasks, less one for each other pending task (in the order they joined) that has to be left out
+        before the rest fit the room."""
         b = self.bucket(task)
         if b is None:
-            return 0
-        s = b.nodes.get(node, 0)
-        counts = self.node_names.get(node)
-        if counts:
-            s += min(0, self.set_affinity(task.role, counts, only_anti=True))
-        s += len(b.tasks)
-        if (b.request <= room + EPSILON).all():
-            return s
-        remains = b.request.copy()
-        for uid, other in b.tasks.items():
-            if uid == task.uid:
-                continue
-            remains -= other.resreq
-            s -= 1
-            if (remains <= room + EPSILON).all():
-                break
+            return np.zeros(len(rows))
+        s = np.full(len(rows), float(len(b.tasks)))
+        pos = np.full(int(rows.max()) + 1 if len(rows) else 0, -1)
+        pos[rows] = np.arange(len(rows))
+
+        def at(name: str) -> int:
+            r = index.get(name)
+            return -1 if r is None or r >= len(pos) else int(pos[r])
+
+        for name, count in b.nodes.items():
+            if (k := at(name)) >= 0:
+                s[k] += count
+        for name, counts in self.node_names.items():
+            if counts and (k := at(name)) >= 0:
+                s[k] += min(0, self.set_affinity(task.role, counts, only_anti=True))
+        short = ~(b.request <= room + EPSILON).all(axis=1)
+        if short.any():
+            others = [t.resreq for uid, t in b.tasks.items() if uid != task.uid]
+            if others:
+                remains = b.request - np.cumsum(np.array(others), axis=0)  # after leaving out 1, 2, ... of them
+                fits = (remains[None, :, :] <= room[short][:, None, :] + EPSILON).all(axis=2)
+                s[short] -= np.where(fits.any(axis=1), fits.argmax(axis=1) + 1, len(others))
         return s
 
 
@@ -334,10 +347,10 @@ class TaskTopology:
             return out
         room = nodes.idle[candidates] + nodes.releasing[candidates]
         fits = ~(room + EPSILON < task.resreq).any(axis=1)
+        if not fits.any():
+            return out
         scale = MAX_NODE_SCORE / manager.max_size if manager.max_size else 1.0
-        for k, i in enumerate(candidates):
-            if fits[k]:
-                out[k] = manager.score(task, nodes.names[i], room[k]) * self.weight * scale
+        out[fits] = manager.scores(task, candidates[fits], room[fits], nodes.index) * self.weight * scale
         return out
 
     def on_allocate(self, task: Task) -> None:

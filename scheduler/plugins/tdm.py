@@ -194,28 +194,38 @@ class Tdm:
         self._ssn: Session | None = None
         self.node_zones: list[str] = []
         self._zone_errors: dict[str, str | None] = {}
+        self._filters: dict[bool, NodeFilter] = {}
+        self._open_scores = np.zeros(0)
 
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
         self.now = _time(ssn.timestamp)
         self.node_zones = [n.labels.get(keys.REVOCABLE_ZONE_KEY, "") for n in ssn.nodes]
         self._zone_errors = {z: zone_error(self.zones, z, self.now) for z in set(self.node_zones) if z}
+        self._filters = {}
+        self._open_scores = np.array([MAX_NODE_SCORE if z and self._zone_errors[z] is None else 0.0
+                                      for z in self.node_zones], dtype=np.float64)
 
     def on_session_close(self, ssn: Session) -> None:
         self._ssn = None
 
+    def _filter(self, revocable: bool) -> NodeFilter:
+        """The answer for every task of one kind (it depends on nothing else), built once per session."""
+        f = self._filters.get(revocable)
+        if f is None:
+            reasons = np.array([None if not z else (self._zone_errors[z] or (None if revocable else NOT_ALLOWED))
+                                for z in self.node_zones], dtype=object)
+            feasible = np.array([r is None for r in reasons], dtype=bool)
+            f = self._filters[revocable] = NodeFilter(feasible, reasons, ~feasible)
+        return f
+
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
-        revocable = task_revocable_zone(task.pod) != ""
-        reasons = np.array([None if not z else (self._zone_errors[z] or (None if revocable else NOT_ALLOWED))
-                            for z in self.node_zones], dtype=object)
-        feasible = np.array([r is None for r in reasons], dtype=bool)
-        return NodeFilter(feasible, reasons, ~feasible)
+        return self._filter(task_revocable_zone(task.pod) != "")
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         if not task_revocable_zone(task.pod):
             return np.zeros(len(candidates))
-        return np.array([MAX_NODE_SCORE if (z := self.node_zones[i]) and self._zone_errors[z] is None else 0.0
-                         for i in candidates], dtype=np.float64)
+        return self._open_scores[candidates]
 
     def _zone_of(self, node_name: str) -> str | None:
         assert self._ssn is not None

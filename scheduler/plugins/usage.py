@@ -215,6 +215,9 @@ class Usage:
         self.capacity: list[tuple[float, float]] = []  # (milli-CPU, bytes) per node row
         self._rows: dict[str, int] = {}
         self._names: list[str] = []
+        self._real = self._cap = np.zeros((0, 2))
+        self._fresh = np.zeros(0, dtype=bool)
+        self._filter: NodeFilter | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         self.now = _time(ssn.timestamp) or dt.datetime.now(dt.UTC)
@@ -225,10 +228,24 @@ class Usage:
             seconds = 0.0
         self.interval = seconds if seconds > 0 else DEFAULT_INTERVAL
         self.shadow = ShadowCache()
-        self.usage = [parse_usage(n.node) for n in ssn.nodes]
-        self.capacity = [_capacity(n) for n in ssn.nodes]
+        # parsed per node and kept across sessions while the node's annotation and capacity stay the same
+        parsed: dict[str, tuple[Any, Any, NodeUsage, tuple[float, float]]] = ssn.shared_state(
+            (self.name, "parsed"), dict)
+        self.usage, self.capacity = [], []
+        for n in ssn.nodes:
+            raw = ((n.node.get("metadata") or {}).get("annotations") or {}).get(USAGE_ANNOTATION)
+            cap = (n.node.get("status") or {}).get("capacity")
+            hit = parsed.get(n.name)
+            if hit is None or hit[0] != raw or hit[1] != cap:
+                hit = parsed[n.name] = (raw, cap, parse_usage(n.node), _capacity(n))
+            self.usage.append(hit[2])
+            self.capacity.append(hit[3])
         self._rows = {n.name: n.index for n in ssn.nodes}
         self._names = [n.name for n in ssn.nodes]
+        self._real = np.array([(u.cpu, u.memory) for u in self.usage], dtype=np.float64).reshape(-1, 2)
+        self._cap = np.array(self.capacity, dtype=np.float64).reshape(-1, 2)
+        self._fresh = np.array([fresh(u, self.now) for u in self.usage], dtype=bool)
+        self._filter = None
         for n in ssn.nodes:
             for t in (*n.tasks.values(), *n.others):
                 start = _time((t.pod.get("status") or {}).get("startTime"))
@@ -267,19 +284,37 @@ class Usage:
         self.shadow.sub(task.uid)
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
-        reasons = np.array([None if not fresh(u, self.now) else (
-            CPU_OVER if u.cpu > self.cpu_threshold else MEMORY_OVER if u.memory > self.memory_threshold else None)
-            for u in self.usage], dtype=object)
-        feasible = np.array([r is None for r in reasons], dtype=bool)
-        return NodeFilter(feasible, reasons, ~feasible)
+        """The same for every task (the load does not change within a session): built once."""
+        if self._filter is None:
+            reasons = np.array([None if not fresh(u, self.now) else (
+                CPU_OVER if u.cpu > self.cpu_threshold else MEMORY_OVER if u.memory > self.memory_threshold else None)
+                for u in self.usage], dtype=object)
+            feasible = np.array([r is None for r in reasons], dtype=bool)
+            self._filter = NodeFilter(feasible, reasons, ~feasible)
+        return self._filter
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(candidates))
-        for k, i in enumerate(candidates):
-            if fresh(self.usage[i], self.now):
-                cpu, mem = self._shares(int(i))
-                out[k] = node_score(cpu, mem, self.cpu_weight, self.memory_weight, self.usage_weight)
-        return out
+        """`node_score` over the candidates, numpy over the node rows; unmeasured nodes score 0."""
+        est_cpu, est_mem = np.zeros(len(self._names)), np.zeros(len(self._names))
+        for name, v in self.shadow.cpu.items():
+            est_cpu[self._rows[name]] = v
+        for name, v in self.shadow.memory.items():
+            est_mem[self._rows[name]] = v
+        c = candidates
+        cpu = _composite_v(self._real[c, 0], est_cpu[c], self._cap[c, 0])
+        mem = _composite_v(self._real[c, 1], est_mem[c], self._cap[c, 1])
+        total = self.cpu_weight + self.memory_weight
+        if total == 0:
+            return np.zeros(len(c))
+        score = ((1.0 - cpu) * self.cpu_weight + (1.0 - mem) * self.memory_weight) / total * MAX_NODE_SCORE
+        return np.where(self._fresh[c], score * self.usage_weight, 0.0)
+
+
+def _composite_v(real: np.ndarray, shadow: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """`composite` over arrays (0 where the capacity is not positive)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (real / 100.0 * capacity + shadow) / capacity
+    return np.where(capacity > 0, np.clip(share, 0.0, 1.0), 0.0)
 
 
 def _capacity(node: Node) -> tuple[float, float]:

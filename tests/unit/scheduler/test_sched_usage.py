@@ -72,7 +72,7 @@ def _node(name: str, cpu: float | None = None, mem: float | None = None, ago: fl
 
 
 def _session(nodes: list[Any], arguments: dict[str, Any] | None = None, pods: list[Any] | None = None,
-             metrics: dict[str, Any] | None = None) -> Session:
+             metrics: dict[str, Any] | None = None, shared: dict[Any, Any] | None = None) -> Session:
     registry = in_tree_registry()
     doc: dict[str, Any] = {"actions": "allocate", "tiers": [{"plugins": [{"name": "usage",
                                                                            "arguments": arguments or {}}]}]}
@@ -81,7 +81,7 @@ def _session(nodes: list[Any], arguments: dict[str, Any] | None = None, pods: li
     conf = confs.load(yaml.safe_dump(doc), actions=registry.action_names, plugins=registry.plugin_names)
     snap = snapshots.build(pods=objs(pods or [pod("p1").req("1", "1Gi").group("pg1")]), nodes=objs(nodes),
                            podgroups=objs([podgroup("pg1")]), queues=objs([queue("c1")]))
-    return Session(snap, conf, registry, uid="ssn-1", now=lambda: _stamp(NOW))
+    return Session(snap, conf, registry, uid="ssn-1", now=lambda: _stamp(NOW), shared=shared)
 
 
 def _task(ssn: Session, name: str = "p1") -> Any:
@@ -205,3 +205,20 @@ def test_bound_pods_are_in_the_shadow_at_open_with_the_risk_factor() -> None:
 def test_metrics_interval_comes_from_the_conf() -> None:
     ssn = _session([_node("n1", 10, 10)], metrics={"interval": "2m"})
     assert ssn.plugins["usage"].interval == 120.0
+
+
+@pytest.mark.parametrize(("cpu", "mem", "weights", "want"), [
+    (0.3, 0.5, (1, 1, 5), 300.0), (0.6, 0.8, (1, 4, 5), 120.0), (0.5, 0.5, (0, 0, 5), 0.0), (1.0, 1.0, (1, 1, 5), 0.0),
+], ids=["default", "memory-first", "no-weights", "full"])
+def test_node_score(cpu: float, mem: float, weights: tuple[int, int, int], want: float) -> None:
+    assert us.node_score(cpu, mem, *weights) == pytest.approx(want)
+
+
+def test_a_changed_annotation_is_read_again_in_the_next_session() -> None:
+    shared: dict[Any, Any] = {}
+    first = _session([_node("n1", 90, 10)], shared=shared)
+    assert first.predicate(_task(first)).feasible.tolist() == [False]
+    again = _session([_node("n1", 90, 10)], shared=shared)
+    assert again.plugins["usage"].usage[0] is first.plugins["usage"].usage[0]  # parsed once
+    cooled = _session([_node("n1", 10, 10)], shared=shared)
+    assert cooled.predicate(_task(cooled)).feasible.tolist() == [True]
