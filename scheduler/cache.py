@@ -42,6 +42,7 @@ _OPTIONAL_KINDS = {
     "namespaces": ("", "v1", "namespaces"),  # pod affinity namespaceSelector (plugins/predicates)
     "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),  # network topology (framework/hypernodes)
     "poddisruptionbudgets": ("policy", "v1", "poddisruptionbudgets"),  # gangpreempt / gangreclaim victims
+    "resourcequotas": ("", "v1", "resourcequotas"),  # plugins/resourcequota
 }
 
 

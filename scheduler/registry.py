@@ -14,6 +14,7 @@ from lahar.scheduler.actions.reclaim import Reclaim
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.plugins.binpack import BinPack
 from lahar.scheduler.plugins.capacity import Capacity
+from lahar.scheduler.plugins.cdp import CooldownProtection
 from lahar.scheduler.plugins.conformance import Conformance
 from lahar.scheduler.plugins.deviceshare import DeviceShare
 from lahar.scheduler.plugins.drf import Drf
@@ -23,11 +24,16 @@ from lahar.scheduler.plugins.nodegroup import NodeGroup
 from lahar.scheduler.plugins.nodeorder import NodeOrder
 from lahar.scheduler.plugins.numaaware import NumaAware
 from lahar.scheduler.plugins.overcommit import Overcommit
+from lahar.scheduler.plugins.pdb import Pdb
 from lahar.scheduler.plugins.predicates import Predicates
 from lahar.scheduler.plugins.priority import Priority
 from lahar.scheduler.plugins.proportion import Proportion
 from lahar.scheduler.plugins.resource_strategy_fit import ResourceStrategyFit
+from lahar.scheduler.plugins.resourcequota import ResourceQuota
 from lahar.scheduler.plugins.sla import Sla
+from lahar.scheduler.plugins.tasktopology import TaskTopology
+from lahar.scheduler.plugins.tdm import Tdm
+from lahar.scheduler.plugins.usage import Usage
 
 __all__ = ["in_tree_registry"]
 
@@ -57,4 +63,10 @@ def in_tree_registry() -> Registry:
             .add_plugin("deviceshare", DeviceShare)
             .add_plugin("network-topology-aware", NetworkTopologyAware)
             .add_plugin("nodegroup", NodeGroup)
-            .add_plugin("resource-strategy-fit", ResourceStrategyFit))
+            .add_plugin("resource-strategy-fit", ResourceStrategyFit)
+            .add_plugin("pdb", Pdb)
+            .add_plugin("cdp", CooldownProtection)
+            .add_plugin("tdm", Tdm)
+            .add_plugin("resourcequota", ResourceQuota)
+            .add_plugin("task-topology", TaskTopology)
+            .add_plugin("usage", Usage))

@@ -23,7 +23,7 @@ from lahar.scheduler.registry import in_tree_registry
 
 __all__ = ["list_objects", "run_once", "run_session"]
 
-_OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes", "poddisruptionbudgets"})
+_OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes", "poddisruptionbudgets", "resourcequotas"})
 
 
 def run_session(snapshot: snapshots.Snapshot, conf: SchedulerConf, *, registry: Registry | None = None,
@@ -74,6 +74,7 @@ def list_objects(client: ClusterClient) -> dict[str, list[dict]]:
         "devices": ("scheduling.koordinator.sh", "v1alpha1", "devices"),
         "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),
         "poddisruptionbudgets": ("policy", "v1", "poddisruptionbudgets"),
+        "resourcequotas": ("", "v1", "resourcequotas"),
     }.items():
         rt = reg.get(group, version, plural)
         if rt is None:

@@ -537,12 +537,14 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
           scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES, default_queue: str = "default",
           numatopologies: Iterable[Mapping[str, Any]] = (), devices: Iterable[Mapping[str, Any]] = (),
           namespaces: Iterable[Mapping[str, Any]] = (), hypernodes: Iterable[Mapping[str, Any]] = (),
-          poddisruptionbudgets: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
+          poddisruptionbudgets: Iterable[Mapping[str, Any]] = (),
+          resourcequotas: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
     """A snapshot from API objects, like Volcano's cache.Snapshot(): Ready nodes only; jobs need a PodGroup and a
     known queue; every non-terminated pod bound to a node counts there, whichever scheduler placed it.
     Numatopology and Device objects (one per node, named after it), Namespaces (for pod affinity
     namespaceSelector), HyperNodes (the network topology, framework/hypernodes.py) and PodDisruptionBudgets (by
-    namespace/name, for gangpreempt / gangreclaim) are kept as `Snapshot.extras`."""
+    namespace/name, for gangpreempt / gangreclaim and plugins/pdb) and ResourceQuotas (by namespace/name, for
+    plugins/resourcequota) are kept as `Snapshot.extras`."""
     pods = list(pods)
     ready_nodes = [n for n in nodes if node_ready(n)]
     queue_objs = list(queues)
@@ -609,5 +611,7 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
               "namespaces": {(o.get("metadata") or {}).get("name", ""): o for o in namespaces},
               "hypernodes": {(o.get("metadata") or {}).get("name", ""): o for o in hypernodes},
               "poddisruptionbudgets": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
-                                       f"{(o.get('metadata') or {}).get('name', '')}": o for o in poddisruptionbudgets}}
+                                       f"{(o.get('metadata') or {}).get('name', '')}": o for o in poddisruptionbudgets},
+              "resourcequotas": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
+                                 f"{(o.get('metadata') or {}).get('name', '')}": o for o in resourcequotas}}
     return Snapshot(resources, node_list, arrays, jobs, queue_map, pcs, extras)

@@ -304,6 +304,7 @@ RBAC = [
     ("scheduler", "watch", "nodes", "", None, None, True),
     ("scheduler", "watch", "numatopologies", "nodeinfo.volcano.sh", None, None, True),
     ("scheduler", "watch", "poddisruptionbudgets", "policy", None, None, True),
+    ("scheduler", "watch", "resourcequotas", "", None, None, True),
     ("scheduler", "watch", "configmaps", "", NS, None, True),
     ("scheduler", "watch", "configmaps", "", "default", None, False),
     ("scheduler", "create", "pods", "", None, None, False),

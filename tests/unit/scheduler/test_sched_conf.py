@@ -124,6 +124,77 @@ def test_nodegroup_and_resource_strategy_fit_load_with_their_arguments() -> None
     assert rsf.name == "resource-strategy-fit" and rsf.arguments["sra"]["resources"] == "nvidia.com/gpu"
 
 
+# Volcano's examples for tdm (plugins/tdm/tdm.go), pdb, cdp and resourcequota, in one conf.
+VICTIM_PLUGIN_EXAMPLES = """
+actions: "enqueue, reclaim, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: pdb
+    enabledVictim: true
+  - name: cdp
+  - name: tdm
+    arguments:
+      tdm.revocable-zone.rz1: 10:00-21:00
+      tdm.revocable-zone.rz2: 12:00-14:00
+      tdm.evict.period: 1m
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: resourcequota
+    enableJobEnqueued: true
+"""
+
+
+def test_pdb_cdp_tdm_and_resourcequota_load_with_their_arguments() -> None:
+    c = confs.load(VICTIM_PLUGIN_EXAMPLES, **KNOWN)
+    assert c.plugin_names()[3:6] == ["pdb", "cdp", "tdm"] and "resourcequota" in c.plugin_names()
+    tdm = REG.plugin("tdm", c.tiers[0].plugins[5].arguments)
+    assert tdm.zones == {"rz1": "10:00-21:00", "rz2": "12:00-14:00"} and tdm.evict_period == 60.0  # type: ignore[attr-defined]
+
+
+def test_task_topology_loads_with_its_weight() -> None:
+    # Volcano's example in plugins/task-topology/util.go
+    c = confs.load('actions: "enqueue, reclaim, allocate, backfill, preempt"\ntiers:\n- plugins:\n'
+                   '  - name: task-topology\n    arguments:\n      task-topology.weight: 10\n', **KNOWN)
+    assert REG.plugin("task-topology", c.tiers[0].plugins[0].arguments).weight == 10  # type: ignore[attr-defined]
+
+
+# Volcano's example in plugins/usage/usage.go
+USAGE_EXAMPLE = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: usage
+    enablePredicate: false
+    arguments:
+      usage.weight: 5
+      cpu.weight: 1
+      memory.weight: 1
+      thresholds:
+        cpu: 80
+        mem: 80
+      estimator:
+        request_ratio: 0.7
+        burst_ratio: 0
+        risk_threshold: 0.6
+        risk_factor: 1.2
+        be_cpu: 250m
+        be_mem: 200Mi
+"""
+
+
+def test_usage_loads_with_its_arguments() -> None:
+    c = confs.load(USAGE_EXAMPLE, **KNOWN)
+    option = c.tiers[0].plugins[0]
+    p = REG.plugin("usage", option.arguments)
+    assert not option.enabled("enablePredicate")
+    assert (p.usage_weight, p.cpu_threshold, p.be_memory) == (5, 80.0, 200 * 1024 * 1024)  # type: ignore[attr-defined]
+
+
 def test_drf_without_hierarchy_and_proportion_is_fine() -> None:
     confs.load('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n  - name: proportion')
 
