@@ -3,7 +3,9 @@
 Sits beside the API server: it talks to the cluster only through the `kube.client.ClusterClient` port (in devcluster a
 `kube.apiserver.memory.MemoryClient` over the server's store). `plan(pod, ...)` is the pure decision "what would a
 kubelet write next for this pod"; `SimulatedKubelets` is the shell: `sync()` runs one deterministic pass (tests drive
-it with a fake clock), `start()` runs passes in a thread, woken by a pod watch.
+it with a fake clock), `start()` runs passes in a thread, woken by a pod watch. Reporting a node Ready also does
+the node lifecycle controller's part: the `not-ready` taint the store's admission put on a new Node comes off
+(`devcluster.admission.builtin.condition_taints`).
 
 Pod annotations understood: `lahar.sh/sim-duration` (Go duration, e.g. `5s`, `1m30s`; absent → the kubelets'
 `default_duration` for restartPolicy Never/OnFailure pods, by default none: runs until deleted) and
