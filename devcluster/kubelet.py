@@ -3,7 +3,9 @@
 Sits beside the API server: it talks to the cluster only through the `kube.client.ClusterClient` port (in devcluster a
 `kube.apiserver.memory.MemoryClient` over the server's store). `plan(pod, ...)` is the pure decision "what would a
 kubelet write next for this pod"; `SimulatedKubelets` is the shell: `sync()` runs one deterministic pass (tests drive
-it with a fake clock), `start()` runs passes in a thread, woken by a pod watch.
+it with a fake clock), `start()` runs passes in a thread, woken by a pod watch. Reporting a node Ready also does
+the node lifecycle controller's part: the `not-ready` taint the store's admission put on a new Node comes off
+(`devcluster.admission.builtin.condition_taints`).
 
 Pod annotations understood: `lahar.sh/sim-duration` (Go duration, e.g. `5s`, `1m30s`; absent → the kubelets'
 `default_duration` for restartPolicy Never/OnFailure pods, by default none: runs until deleted) and
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.devcluster import podports
+from lahar.devcluster.admission import builtin
 from lahar.kube import durations, errors, podspec
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.resources import ResourceType
@@ -449,7 +452,23 @@ class SimulatedKubelets:
             cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
             cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ]
-        self.client.patch(self._node_rt, state.name, {"status": {"conditions": conditions}}, subresource="status")
+        node = self.client.patch(self._node_rt, state.name, {"status": {"conditions": conditions}},
+                                 subresource="status")
+        self._lift_condition_taints(node, "True")
+
+    def _lift_condition_taints(self, node: Obj, ready: str) -> None:
+        """The node lifecycle controller's part: once Ready is reported, set the condition taints to match
+        (`builtin.condition_taints`: `not-ready` / `unreachable` come off); one spec patch, only on a change."""
+        taints = (node.get("spec") or {}).get("taints") or []
+        want = builtin.condition_taints(taints, ready)
+        if want == taints:
+            return
+        meta = node.get("metadata") or {}
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"taints": want or None}}
+        try:
+            self.client.patch(self._node_rt, str(meta.get("name")), patch)
+        except errors.Conflict:
+            log.debug("taints of node %s changed meanwhile; the next status report retries", meta.get("name"))
 
     # pods ---------------------------------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ group-versions (devcluster serves one version per resource), `reinvocationPolicy
 CEL variable is absent, and when several validating webhooks deny, the first in configuration order is reported
 (kube reports whichever finished first).
 
-The package's modules, bottom up: `matching` (AdmissionCall, rules, selectors, order), `conditions` (CEL
+The package's modules, bottom up: `builtin` (kube-apiserver's DefaultTolerationSeconds and TaintNodesByCondition
+plugins, run before the webhooks), `matching` (AdmissionCall, rules, selectors, order), `conditions` (CEL
 matchConditions), `reviews` (the AdmissionReview sent, the errors answered, webhook URLs), `client` (the HTTPS
 calls) and `chain` (`WebhookAdmission`, the shell).
 """

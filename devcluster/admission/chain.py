@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import copy
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
+from lahar.devcluster.admission import builtin
 from lahar.devcluster.admission.client import _CallError, _loads, _Transport, _verify_response
 from lahar.devcluster.admission.conditions import match_conditions
 from lahar.devcluster.admission.matching import (
@@ -111,14 +113,18 @@ class WebhookAdmission:
     # AdmissionPort ------------------------------------------------------------------------------------------
 
     def mutate(self, attrs: Any) -> Obj | None:
-        """Call matching mutating webhooks in order, applying their JSONPatches; the new object or None."""
+        """Run the built-in plugins (`builtin.admit`), then call matching mutating webhooks in order, applying
+        their JSONPatches; the new object or None."""
         if attrs.rt.group == GROUP and attrs.rt.plural in _EXEMPT:
             return None
+        admitted = builtin.admit(attrs.operation, attrs.rt.group, attrs.rt.plural, attrs.subresource, attrs.obj)
+        if admitted is not None:
+            attrs = dataclasses.replace(attrs, obj=admitted)
         hooks = self._mutating.current()
         if not hooks:
-            return None
+            return admitted
         call = AdmissionCall.from_attributes(attrs)
-        changed = False
+        changed = admitted is not None
         warnings = _warnings_list(attrs)
         for _config, hook in hooks:
             if not self._should_call(hook, call):
