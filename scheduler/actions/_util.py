@@ -12,8 +12,10 @@ import numpy as np
 from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Queue, Task
+from lahar.scheduler.framework.statement import Statement
 
-__all__ = ["PriorityQueue", "fits", "preempt_candidate_nodes", "starving_by_queue", "victims_order"]
+__all__ = ["PriorityQueue", "fits", "gang_floor", "pipeline_without_eviction", "preempt_candidate_nodes",
+           "starving_by_queue", "victims_order"]
 
 T = TypeVar("T")
 
@@ -107,3 +109,42 @@ def preempt_candidate_nodes(ssn: Session, task: Task) -> list[int]:
     scores = ssn.node_scores(task, idx)
     order = np.argsort(-scores, kind="stable")
     return [int(i) for i in idx[order]]
+
+
+def pipeline_without_eviction(ssn: Session, stmt: Statement, task: Task, queue: Queue) -> bool:
+    """Pipeline `task` on the best node where it already fits (future idle, a pod slot and every predicate), evicting
+    nothing.
+
+    A gang member that needs no victim is placed by preempt / reclaim with the members that do, so the gang can
+    reach minAvailable in that statement (volcano#5131: Volcano skips such a task as "already schedulable", which
+    caps the gang at N-1 and discards every eviction, session after session)."""
+    if not ssn.allocatable(queue, task):
+        return False
+    feasible, _ = ssn.predicate_nodes(task)
+    arrays = ssn.arrays
+    idx = np.flatnonzero(feasible & (arrays.pods < arrays.max_pods))  # a free pod slot too, as allocate asks
+    if len(idx) == 0:
+        return False
+    stmt.pipeline(task, ssn.best_node(task, idx))
+    return True
+
+
+def gang_floor(ssn: Session, hook: str, victims: list[Task]) -> list[Task]:
+    """The victims, in their order, that leave each victim job at or above its minAvailable, when gang votes on
+    `hook` (preemptable / reclaimable; a conf may switch that vote off). The victim votes let a later tier decide
+    when an earlier one names nobody (Volcano's rule), so with priority and gang in tier 1 and drf or proportion in
+    tier 2 the later tier could take a gang below its minAvailable; here task-level preempt and reclaim never break
+    a gang, whichever tier chose (gangpreempt and gangreclaim evict whole gangs)."""
+    if not any(p.name == "gang" for p in ssn.hooked(hook)):
+        return victims
+    left: dict[str, int] = {}
+    out = []
+    for t in victims:
+        job = ssn.jobs.get(t.job)
+        if job is None:
+            continue
+        n = left.setdefault(t.job, job.ready_task_num())
+        if n > job.min_available:
+            left[t.job] = n - 1
+            out.append(t)
+    return out

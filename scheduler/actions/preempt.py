@@ -1,12 +1,19 @@
 """preempt: inside one queue, starving jobs evict lower-priority tasks of other jobs (then, tasks of their own job)
-and pipeline onto the freed resources; committed only when the preemptor job becomes pipelined (spec §5.3)."""
+and pipeline onto the freed resources; committed only when the preemptor's whole gang is pipelined (spec §5.3)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lahar.scheduler.actions._util import PriorityQueue, fits, preempt_candidate_nodes, victims_order
+from lahar.scheduler.actions._util import (
+    PriorityQueue,
+    fits,
+    gang_floor,
+    pipeline_without_eviction,
+    preempt_candidate_nodes,
+    victims_order,
+)
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
 from lahar.scheduler.framework.statement import Statement
@@ -17,16 +24,21 @@ PREEMPTABLE_STATUS = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 
 
 def preempt_task(ssn: Session, stmt: Statement, preemptor: Task, keep: Callable[[Task], bool]) -> bool:
-    """Evict victims on the best node where that makes `preemptor` fit, then pipeline it there; a task whose
-    `preemptionPolicy` is Never evicts nothing (Volcano's taskEligibleToPreempt)."""
-    if preemptor.preemption_policy == "Never" or ssn.pre_predicate(preemptor) is not None:
+    """Pipeline `preemptor` where it fits without evicting anything; else evict victims on the best node where that
+    makes it fit, then pipeline it there. A task whose `preemptionPolicy` is Never evicts nothing (Volcano's
+    taskEligibleToPreempt) but is still placed where it fits as it is."""
+    if ssn.pre_predicate(preemptor) is not None:
         return False
     job = ssn.jobs[preemptor.job]
     queue = ssn.queues[job.queue]
+    if pipeline_without_eviction(ssn, stmt, preemptor, queue):
+        return True
+    if preemptor.preemption_policy == "Never":
+        return False
     arrays = ssn.arrays
     for node in preempt_candidate_nodes(ssn, preemptor):
         preemptees = sorted((t for t in ssn.nodes[node].tasks.values() if keep(t)), key=victims_order(ssn, preemptor))
-        victims = ssn.preemptable(preemptor, preemptees)  # offered lowest first, so gang yields those
+        victims = gang_floor(ssn, "preemptable", ssn.preemptable(preemptor, preemptees))  # offered lowest first, so gang yields those
         if not victims:
             continue
         future = arrays.future_idle_row(node)
@@ -92,9 +104,9 @@ class Preempt:
 
                     if preempt_task(ssn, stmt, preemptor, other_job):
                         assigned = True
-                if ssn.job_pipelined(pjob):
+                if ssn.job_pipelined(pjob) and stmt.evicts():
                     stmt.commit()
-                else:
+                else:  # not placed, or placed without evicting anything: allocate's business
                     stmt.discard()
                     continue
                 if assigned:
@@ -105,6 +117,7 @@ class Preempt:
                     continue
                 own = sorted((t for t in job.index.get(TaskStatus.PENDING, {}).values() if not t.sch_gated),
                              key=key, reverse=True)
+                stmt = ssn.statement()  # the whole job's own-task preemption: committed only if its gang is placed
                 while own:
                     preemptor = own.pop()
 
@@ -115,8 +128,9 @@ class Preempt:
                             return False
                         return t.job == preemptor.job
 
-                    stmt = ssn.statement()
-                    assigned = preempt_task(ssn, stmt, preemptor, same_job)
-                    stmt.commit()
-                    if not assigned:
+                    if not preempt_task(ssn, stmt, preemptor, same_job):
                         break
+                if ssn.job_pipelined(job) and stmt.evicts():
+                    stmt.commit()
+                else:  # volcano#5011 commits what a lone task got; here the gang decides
+                    stmt.discard()

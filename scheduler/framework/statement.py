@@ -30,6 +30,10 @@ class Statement:
     def __len__(self) -> int:
         return len(self.operations)
 
+    def evicts(self) -> bool:
+        """Whether any operation of the statement is an eviction."""
+        return any(kind == "evict" for kind, _, _ in self.operations)
+
     def allocate(self, task: Task, node: int) -> None:
         """Task → Allocated on `node` (its idle resources)."""
         self.ssn.place(task, node, TaskStatus.ALLOCATED)

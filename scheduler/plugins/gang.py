@@ -5,6 +5,7 @@ Writes the PodGroup `Unschedulable` / `Scheduled` conditions when the session cl
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from lahar.scheduler.framework.hooks import Code, Status, Vote
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Task, TaskStatus
 
-__all__ = ["Gang", "releasing_fills_gang"]
+__all__ = ["Gang", "Progress", "order_by_progress", "progress_of", "releasing_fills_gang"]
 
 NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
@@ -62,11 +63,8 @@ class Gang:
         return self._victims(reclaimees)
 
     def job_order(self, left: Job, right: Job) -> int:
-        """Jobs not yet ready go first."""
-        lr, rr = left.is_ready(), right.is_ready()
-        if lr and rr or (not lr and not rr):
-            return 0
-        return 1 if lr else -1
+        """Jobs not yet ready go first, and among them a stalled gang before one that never ran (`order_by_progress`)."""
+        return order_by_progress(progress_of(left), progress_of(right))
 
     def job_ready(self, job: Job) -> bool:
         return job.check_task_ready() and job.is_ready()
@@ -95,6 +93,30 @@ class Gang:
                     "type": "Scheduled", "status": "True", "lastTransitionTime": ssn.now(),
                     "transitionID": ssn.uid, "reason": "tasks in gang are ready to be scheduled", "message": "",
                 })
+
+
+class Progress(enum.IntEnum):
+    """Where a gang stands, in the order gang's job order serves them."""
+
+    STALLED = 0  # some pods run from earlier sessions, but fewer than minAvailable (it lost pods)
+    WAITING = 1  # not ready and nothing of it runs yet
+    READY = 2
+
+
+_RUNS = (TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.BINDING)
+
+
+def progress_of(job: Job) -> Progress:
+    if job.is_ready():
+        return Progress.READY
+    return Progress.STALLED if job.count(*_RUNS) else Progress.WAITING
+
+
+def order_by_progress(left: Progress, right: Progress) -> int:
+    """-1 when `left` goes first. A gang that runs below minAvailable (a node under it died, volcano#5805) gets freed
+    capacity before a gang of the same queue and priority that never ran, whatever drf's share says: its running
+    pods hold resources for nothing until it is whole again. Ready jobs go last, as in Volcano."""
+    return (left > right) - (left < right)
 
 
 _SCHEDULED = (TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED)
