@@ -1,0 +1,126 @@
+"""The dashboard's live state: one informer (list + one watch) per kind the pages read, shared by every browser,
+and the fan-out that wakes each browser's event stream when something changed.
+
+Part of `lahar.dashboard`; `app` reads `Hub.items(...)` to render and `Hub.subscribe()` for `/events`. Informers
+come from `lahar.kube.informers` over any `ClusterClient` (the REST client in `lahar dashboard`, the in-memory one in
+tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from lahar.kube.client import ClusterClient, Obj
+from lahar.kube.informers import Informer, InformerFactory
+
+__all__ = ["KINDS", "Hub"]
+
+log = logging.getLogger(__name__)
+
+# (name the pages use, group, version, plural, label selector)
+KINDS: tuple[tuple[str, str, str, str, str | None], ...] = (
+    ("queues", "scheduling.volcano.sh", "v1beta1", "queues", None),
+    ("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", None),
+    ("jobs", "batch.volcano.sh", "v1alpha1", "jobs", None),
+    ("pods", "", "v1", "pods", None),
+    ("nodes", "", "v1", "nodes", None),
+    ("events", "", "v1", "events", None),
+    ("hypernodes", "topology.volcano.sh", "v1alpha1", "hypernodes", None),
+    ("configmaps", "", "v1", "configmaps", "lahar.sh/policy=true"),
+)
+
+
+class _Subscriber:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.event = asyncio.Event()
+        self.kinds: set[str] = set()
+
+
+class Hub:
+    """`start()` the informers, `items(kind)` to read, `subscribe()` for change notices, `stop()`.
+
+    Informer handlers only bump a version and wake the subscribers (`loop.call_soon_threadsafe`): no browser
+    causes any request to the API server, however many are open."""
+
+    def __init__(self, client: ClusterClient, *, watch_timeout: float | None = 300.0) -> None:
+        self.client = client
+        self.factory = InformerFactory(client, watch_timeout=watch_timeout)
+        self.informers: dict[str, Informer] = {}
+        self.version = 0
+        self._lock = threading.Lock()
+        self._subscribers: set[_Subscriber] = set()
+        for name, group, version, plural, selector in KINDS:
+            rt = client.registry.get(group, version, plural)
+            if rt is None:
+                continue
+            inf = self.factory.informer(rt, label_selector=selector)
+            inf.add_handler(on_add=lambda _o, n=name: self._changed(n),
+                            on_update=lambda _o, _n, n=name: self._changed(n),
+                            on_delete=lambda _o, n=name: self._changed(n))
+            self.informers[name] = inf
+
+    # -- informers ----------------------------------------------------------------------------------------------
+
+    def start(self) -> Hub:
+        self.factory.start()
+        return self
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self.factory.wait_for_sync(timeout)
+
+    def stop(self) -> None:
+        self.factory.stop()
+
+    def items(self, kind: str) -> list[Obj]:
+        inf = self.informers.get(kind)
+        return inf.list() if inf is not None else []
+
+    def synced(self) -> dict[str, bool]:
+        return {k: inf.has_synced() for k, inf in self.informers.items()}
+
+    # -- fan-out ------------------------------------------------------------------------------------------------
+
+    def _changed(self, kind: str) -> None:
+        with self._lock:
+            self.version += 1
+            subscribers = list(self._subscribers)
+        for s in subscribers:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                s.loop.call_soon_threadsafe(_wake, s, kind)
+
+    async def subscribe(self, *, interval: float = 0.5, heartbeat: float = 15.0) -> AsyncIterator[dict[str, Any]]:
+        """Yields `{"version", "kinds"}` after changes, at most once per `interval` (a burst of events is one
+        notice), and `{}` as a heartbeat when nothing changed for `heartbeat` seconds."""
+        sub = _Subscriber(asyncio.get_running_loop())
+        with self._lock:
+            self._subscribers.add(sub)
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(sub.event.wait(), heartbeat)
+                except TimeoutError:
+                    yield {}
+                    continue
+                await asyncio.sleep(interval)
+                sub.event.clear()
+                kinds, sub.kinds = sorted(sub.kinds), set()
+                yield {"version": self.version, "kinds": kinds}
+        finally:
+            with self._lock:
+                self._subscribers.discard(sub)
+
+    @property
+    def subscribers(self) -> int:
+        with self._lock:
+            return len(self._subscribers)
+
+
+def _wake(sub: _Subscriber, kind: str) -> None:
+    sub.kinds.add(kind)
+    sub.event.set()

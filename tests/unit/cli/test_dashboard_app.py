@@ -1,0 +1,119 @@
+"""The dashboard app (`lahar.dashboard.app`) over an in-memory cluster: the token and its cookie, no cross-origin
+access, the pages and fragments, the assets as package data, and the hub's fan-out (one watch per kind, a burst of
+changes is one notice)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from lahar.dashboard.app import COOKIE, create_app
+from lahar.dashboard.live import KINDS, Hub
+from lahar.kube.apiserver.memory import MemoryClient
+from tests.builders import queue
+
+REPO = Path(__file__).resolve().parents[3]
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def hub() -> Iterator[Hub]:
+    client = MemoryClient.with_crds()
+    client.create(client.registry.get("scheduling.volcano.sh", "v1beta1", "queues"), queue("research").obj)
+    h = Hub(client).start()
+    assert h.wait_for_sync(10)
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+@pytest.fixture
+def web(hub: Hub) -> TestClient:
+    return TestClient(create_app(hub, token=TOKEN), base_url="http://127.0.0.1:8470", follow_redirects=False)
+
+
+def test_without_the_token_every_page_is_refused(web: TestClient) -> None:
+    for path in ("/queues", "/jobs", "/events", "/static/dashboard.css", "/api/synced"):
+        r = web.get(path)
+        assert r.status_code == 401, path
+    assert web.get("/healthz").text == "ok"
+    assert web.get("/queues?token=wrong").status_code == 401
+    assert web.get("/queues", headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_the_token_once_becomes_a_strict_httponly_cookie(web: TestClient) -> None:
+    r = web.get("/jobs?token=" + TOKEN + "&fragment=1")
+    assert r.status_code == 303 and r.headers["location"] == "/jobs?fragment=1"
+    cookie = r.headers["set-cookie"]
+    assert f"{COOKIE}={TOKEN}" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    page = web.get("/queues")  # the client keeps the cookie
+    assert page.status_code == 200 and 'data-queue="research"' in page.text
+    fresh = TestClient(web.app, base_url="http://127.0.0.1:8470")
+    assert fresh.get("/queues", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_no_cross_origin_access(web: TestClient) -> None:
+    web.cookies.set(COOKIE, TOKEN)
+    ok = web.get("/queues", headers={"Origin": "http://127.0.0.1:8470"})
+    assert ok.status_code == 200 and "access-control-allow-origin" not in ok.headers
+    assert web.get("/queues", headers={"Origin": "https://evil.example"}).status_code == 403
+    assert web.options("/queues", headers={"Origin": "https://evil.example",
+                                           "Access-Control-Request-Method": "GET"}).status_code == 403
+    assert web.get("/queues", headers={"Host": "evil.example:8470"}).status_code == 421  # DNS rebinding
+    assert "frame-ancestors 'none'" in ok.headers["content-security-policy"]
+    assert ok.headers["referrer-policy"] == "no-referrer"
+
+
+def test_pages_fragments_and_assets(web: TestClient) -> None:
+    web.cookies.set(COOKIE, TOKEN)
+    assert web.get("/").headers["location"] == "/queues"
+    for page in ("queues", "jobs", "nodes", "policies"):
+        full = web.get(f"/{page}")
+        assert full.status_code == 200 and full.text.startswith("<!doctype html>")
+        assert 'href="/static/dashboard.css"' in full.text and f'data-page="{page}"' in full.text
+        fragment = web.get(f"/{page}?fragment=1").text
+        assert not fragment.startswith("<!doctype") and fragment.startswith("<h1>")
+    assert web.get("/nope").status_code == 404
+    css, js = web.get("/static/dashboard.css"), web.get("/static/dashboard.js")
+    assert css.headers["content-type"].startswith("text/css") and "heat" in css.text
+    assert "EventSource" in js.text
+    assert web.get("/static/..%2Fapp.py").status_code == 404
+    assert "http" not in css.text + js.text.replace("https", "")  # offline: no CDN
+
+
+def test_the_assets_are_package_data() -> None:
+    import tomllib
+
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert set(data["lahar.dashboard"]) == {"static/*.css", "static/*.js"}
+    assert {p.name for p in (REPO / "lahar" / "dashboard" / "static").iterdir()} == {"dashboard.css", "dashboard.js"}
+
+
+def test_one_informer_per_kind_whatever_the_number_of_browsers(hub: Hub) -> None:
+    assert set(hub.informers) == {k[0] for k in KINDS}
+    assert len(hub.factory.informers()) == len(KINDS)
+
+
+def test_a_burst_of_changes_is_one_notice_per_subscriber(hub: Hub) -> None:
+    client = hub.client
+    rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
+
+    async def run() -> list[dict]:
+        streams = [hub.subscribe(interval=0.3, heartbeat=5), hub.subscribe(interval=0.3, heartbeat=5)]
+        firsts = [asyncio.ensure_future(s.__anext__()) for s in streams]
+        await asyncio.sleep(0.05)
+        for i in range(20):
+            client.create(rt, queue(f"q{i}").obj)
+        notices = await asyncio.wait_for(asyncio.gather(*firsts), 5)
+        for s in streams:
+            await s.aclose()
+        return notices
+
+    notices = asyncio.run(run())
+    assert [n["kinds"] for n in notices] == [["queues"], ["queues"]]
+    assert hub.subscribers == 0
