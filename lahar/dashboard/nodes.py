@@ -18,8 +18,10 @@ __all__ = ["Cell", "HyperNodeRow", "NodeRow", "columns", "hypernode_rows", "node
 
 Obj = dict[str, Any]
 
-# cluster resources that are no occupancy (every node has them, nobody waits for them)
+# cluster resources that are no occupancy (every node has them, nobody waits for them), and prefixes of resources
+# that only mirror others (Koordinator's per-card GPU core/memory and RDMA units follow nvidia.com/gpu and the VFs)
 SKIPPED = ("pods", "ephemeral-storage")
+MIRRORS = ("hugepages-", "koordinator.sh/")
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,11 @@ class NodeRow:
 
 def columns(nodes: Sequence[Obj]) -> list[str]:
     """cpu, memory, then every extended resource some node offers (GPUs, vGPUs, MIG slices, RDMA VFs) by name;
-    hugepages, pods and ephemeral storage left out."""
+    hugepages, pods, ephemeral storage and Koordinator's mirrors of the GPU and RDMA resources left out."""
     extra: set[str] = set()
     for n in nodes:
         for r in ((n.get("status") or {}).get("allocatable") or {}):
-            if r not in ("cpu", "memory", *SKIPPED) and not r.startswith("hugepages-"):
+            if r not in ("cpu", "memory", *SKIPPED) and not r.startswith(MIRRORS):
                 extra.add(r)
     return ["cpu", "memory", *sorted(extra)]
 

@@ -136,7 +136,8 @@ def test_job_rows_count_the_gang_and_say_why_or_where() -> None:
 
 
 def test_node_rows_sum_the_bound_unfinished_pods() -> None:
-    ns = [node("n2").alloc("8", "32Gi").obj, node("n1").alloc("4", "16Gi", **{"nvidia.com/gpu": "4"}).obj]
+    ns = [node("n2").alloc("8", "32Gi").obj,
+          node("n1").alloc("4", "16Gi", **{"nvidia.com/gpu": "4", "koordinator.sh/gpu-core": "400"}).obj]
     pods = [pod("a").req(cpu="2", memory="8Gi", **{"nvidia.com/gpu": "4"}).on("n1").obj,
             pod("b").req(cpu="1").on("n1", "Succeeded").obj, pod("c").req(cpu="1").obj]
     cols, rows = nodes.node_rows(ns, pods)
