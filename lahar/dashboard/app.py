@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -37,17 +37,24 @@ HEADERS = {
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
-def render(page: str, items: Callable[[str], list[dict[str, Any]]]) -> tuple[str, str]:
-    """(title, `<main>` HTML) of one page from `items(kind)`; KeyError for a page that does not exist."""
+def render(page: str, items: Callable[[str], list[dict[str, Any]]], *,
+           pods_by_job: Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]] | None = None,
+           occupancy: Callable[[], nodes.Occupancy] | None = None) -> tuple[str, str]:
+    """(title, `<main>` HTML) of one page from `items(kind)` — and, when given, the pods by job and the nodes'
+    occupancy as kept from watch events (`live.Hub`), instead of regrouping every pod; KeyError for a page that
+    does not exist."""
     if page == "queues":
-        return "Queues", pages.queues_page(views.queue_rows(items("queues"), items("podgroups"), pods=items("pods")))
+        return "Queues", pages.queues_page(views.queue_rows(items("queues"), items("podgroups"), pods=items("pods"),
+                                                            cluster=nodes.totals(items("nodes"))))
     if page == "jobs":
         return "Jobs", pages.jobs_page(views.job_rows(jobs=items("jobs"), podgroups=items("podgroups"),
-                                                      pods=items("pods"), queues=items("queues"),
-                                                      events=items("events")))
+                                                      pods=pods_by_job() if pods_by_job else items("pods"),
+                                                      queues=items("queues"),
+                                                      events=items("events"), details=views.DETAILS_PER_PHASE),
+                                       limit=views.DETAILS_PER_PHASE)
     if page == "nodes":
         node_objs = items("nodes")
-        cols, rows = nodes.node_rows(node_objs, items("pods"))
+        cols, rows = nodes.node_rows(node_objs, occupancy() if occupancy else items("pods"))
         return "Nodes", pages.nodes_page(cols, rows, nodes.hypernode_rows(items("hypernodes"), rows, node_objs))
     if page == "policies":
         return "Policies", pages.policies_page(*views.policy_rows(items("configmaps"), items("events")))
@@ -136,7 +143,7 @@ def create_app(hub: Hub, *, token: str, host: str = "127.0.0.1") -> FastAPI:
     @app.get("/{page}", response_class=HTMLResponse)
     def page(page: str, fragment: bool = False) -> HTMLResponse:
         try:
-            title, main = render(page, hub.items)
+            title, main = render(page, hub.items, pods_by_job=hub.pods_by_job, occupancy=lambda: hub.occupancy)
         except KeyError:
             return HTMLResponse(pages.error_page(404, f"no page {page!r}; the pages are queues, jobs, nodes and "
                                                       "policies"), status_code=404)

@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
+from lahar.dashboard import nodes, views
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.informers import Informer, InformerFactory
 
@@ -55,11 +56,16 @@ class Hub:
         self.version = 0
         self._lock = threading.Lock()
         self._subscribers: set[_Subscriber] = set()
+        self.occupancy = nodes.Occupancy()
         for name, group, version, plural, selector in KINDS:
             rt = client.registry.get(group, version, plural)
             if rt is None:
                 continue
             inf = self.factory.informer(rt, label_selector=selector)
+            if name == "pods":  # kept per event, so a render reads sums and groups instead of every pod
+                inf.add_index(JOB_INDEX, _job_of)
+                inf.add_handler(on_add=self.occupancy.put, on_update=lambda _old, new: self.occupancy.put(new),
+                                on_delete=self.occupancy.remove)
             inf.add_handler(on_add=lambda _o, n=name: self._changed(n),
                             on_update=lambda _o, _n, n=name: self._changed(n),
                             on_delete=lambda _o, n=name: self._changed(n))
@@ -80,6 +86,10 @@ class Hub:
     def items(self, kind: str) -> list[Obj]:
         inf = self.informers.get(kind)
         return inf.list() if inf is not None else []
+
+    def pods_by_job(self) -> Mapping[tuple[str, str], list[Obj]]:
+        """The pods informer's job index as `views.job_rows` reads it: (namespace, job) → pods, looked up lazily."""
+        return _ByJob(self.informers.get("pods"))
 
     def synced(self) -> dict[str, bool]:
         return {k: inf.has_synced() for k, inf in self.informers.items()}
@@ -119,6 +129,38 @@ class Hub:
     def subscribers(self) -> int:
         with self._lock:
             return len(self._subscribers)
+
+
+JOB_INDEX = "job"
+
+
+def _job_of(pod: Obj) -> str | None:
+    meta = pod.get("metadata") or {}
+    job = (meta.get("labels") or {}).get(views.JOB_NAME_LABEL)
+    return f"{meta.get('namespace') or ''}/{job}" if job else None
+
+
+class _ByJob(Mapping[tuple[str, str], list[Obj]]):
+    """A read-only view of an informer's job index; only `get` and `[]` are cheap (what `job_rows` uses)."""
+
+    def __init__(self, informer: Informer | None) -> None:
+        self._inf = informer
+
+    def __getitem__(self, key: tuple[str, str]) -> list[Obj]:
+        if self._inf is None:
+            raise KeyError(key)
+        found = self._inf.by_index(JOB_INDEX, f"{key[0]}/{key[1]}")
+        if not found:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for value in self._inf.index_values(JOB_INDEX) if self._inf else ():
+            ns, _, name = value.partition("/")
+            yield (ns, name)
+
+    def __len__(self) -> int:
+        return len(self._inf.index_values(JOB_INDEX)) if self._inf else 0
 
 
 def _wake(sub: _Subscriber, kind: str) -> None:

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.dashboard.views import TERMINAL, amount
+from lahar.dashboard.views import PodFacts, amount, pod_facts
 
-__all__ = ["Cell", "HyperNodeRow", "NodeRow", "columns", "hypernode_rows", "node_rows", "occupancy"]
+__all__ = ["Cell", "HyperNodeRow", "NodeRow", "Occupancy", "columns", "hypernode_rows", "node_rows", "occupancy", "totals"]
 
 Obj = dict[str, Any]
 
@@ -69,23 +69,73 @@ def occupancy(pods: Sequence[Obj]) -> tuple[dict[str, dict[str, float]], dict[st
     used: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     count: dict[str, int] = defaultdict(int)
     for pod in pods:
-        spec = pod.get("spec") or {}
-        node = spec.get("nodeName")
-        if not node or (pod.get("status") or {}).get("phase") in TERMINAL:
+        facts = pod_facts(pod)
+        if not facts.occupying:
             continue
-        count[node] += 1
-        mine = used[node]
-        for c in spec.get("containers") or ():
-            for r, v in ((c.get("resources") or {}).get("requests") or {}).items():
-                mine[r] += amount(v)
+        count[facts.node] += 1
+        mine = used[facts.node]
+        for r, v in facts.requests.items():
+            mine[r] += v
     return used, count
 
 
-def node_rows(nodes: Sequence[Obj], pods: Sequence[Obj]) -> tuple[list[str], list[NodeRow]]:
+class Occupancy:
+    """`occupancy` kept up to date from pod events instead of recomputed: `put(pod)` on add and update,
+    `remove(pod)` on delete (`live.Hub` wires them to the pods informer), `snapshot()` for a render. Thread-safe."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._facts: dict[str, PodFacts] = {}
+        self._used: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self._count: dict[str, int] = defaultdict(int)
+
+    @staticmethod
+    def _key(pod: Mapping[str, Any]) -> str:
+        meta = pod.get("metadata") or {}
+        return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+    def _apply(self, facts: PodFacts | None, sign: int) -> None:
+        if facts is None or not facts.occupying:
+            return
+        self._count[facts.node] += sign
+        mine = self._used[facts.node]
+        for r, v in facts.requests.items():
+            mine[r] += sign * v
+        if not self._count[facts.node]:  # no pods left: no float residue either
+            del self._count[facts.node], self._used[facts.node]
+
+    def put(self, pod: Mapping[str, Any]) -> None:
+        facts, key = pod_facts(pod), self._key(pod)
+        with self._lock:
+            self._apply(self._facts.get(key), -1)
+            self._facts[key] = facts
+            self._apply(facts, +1)
+
+    def remove(self, pod: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._apply(self._facts.pop(self._key(pod), None), -1)
+
+    def snapshot(self) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+        with self._lock:
+            return {n: dict(u) for n, u in self._used.items()}, dict(self._count)
+
+
+def totals(nodes: Sequence[Obj]) -> dict[str, float]:
+    """The nodes' allocatable summed per resource (what the queue bars are scaled to)."""
+    out: dict[str, float] = defaultdict(float)
+    for n in nodes:
+        for r, v in ((n.get("status") or {}).get("allocatable") or {}).items():
+            out[r] += amount(v)
+    return dict(out)
+
+
+def node_rows(nodes: Sequence[Obj], pods: Sequence[Obj] | Occupancy) -> tuple[list[str], list[NodeRow]]:
     """The heatmap: its columns and one row per node (by name), each cell the requests of the node's pods against
-    its allocatable."""
+    its allocatable. `pods` is the pod list, or an `Occupancy` kept from pod events."""
     cols = columns(nodes)
-    used, count = occupancy(pods)
+    used, count = pods.snapshot() if isinstance(pods, Occupancy) else occupancy(pods)
     rows = []
     for n in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name") or "")):
         name = str((n.get("metadata") or {}).get("name") or "")

@@ -72,8 +72,8 @@ def queues_page(rows: Sequence[QueueRow]) -> str:
         body.append(f'<tr data-queue="{e(q.name)}"><th scope="row" style="padding-left:{0.5 + 1.25 * q.depth}rem">'
                     f'{"└ " if q.depth else ""}{e(q.name)}</th><td>{q.weight}</td><td>{e(q.state)}</td>'
                     f'<td class="bars">{"".join(_bar(b) for b in q.bars)}</td><td>{counts or "–"}</td></tr>')
-    return ('<h1>Queues</h1><p class="legend">Bars: allocated (filled) against deserved (▲ blue), capability '
-            '(▲ red) and guarantee (▲ green).</p><div class="scroll"><table class="queues"><thead><tr>'
+    return ('<h1>Queues</h1><p class="legend">Bars: allocated (filled) out of the cluster, with marks for deserved '
+            '(blue), capability (red) and guarantee (green).</p><div class="scroll"><table class="queues"><thead><tr>'
             '<th scope="col">queue</th><th scope="col">weight</th><th scope="col">state</th>'
             '<th scope="col">resources</th><th scope="col">PodGroups</th></tr></thead><tbody>'
             + "".join(body) + "</tbody></table></div>")
@@ -111,7 +111,7 @@ def _job(job: JobRow) -> str:
             f'{" open" if job.why else ""}><summary>{summary}</summary>{details}</details></li>')
 
 
-def jobs_page(rows: Sequence[JobRow], *, limit: int = 500) -> str:
+def jobs_page(rows: Sequence[JobRow], *, limit: int = 200) -> str:
     """The jobs by phase; each phase shows at most `limit` jobs (the rest counted)."""
     if not rows:
         return "<h1>Jobs</h1><p>No Volcano Jobs yet.</p>"
@@ -124,20 +124,23 @@ def jobs_page(rows: Sequence[JobRow], *, limit: int = 500) -> str:
     return "<h1>Jobs</h1>" + "".join(sections)
 
 
-def _cell(c: Cell, resource: str) -> str:
+def _cell(c: Cell, resource: str, label: str | None = None) -> str:
+    """One heatmap cell; `label` is `resource` already escaped (the numbers are formatted here: nothing to escape)."""
     if not c.total:
         return '<td class="heat none">–</td>'
-    return (f'<td class="heat h{c.level}" title="{e(resource)} {e(_amount(c.used, resource))} of '
-            f'{e(_amount(c.total, resource))}">{c.percent:.0f}%</td>')
+    percent = 100.0 * c.used / c.total  # Cell.percent and .level, inline: this runs once per node and resource
+    return (f'<td class="heat h{min(10, int(percent // 10))}" title="{label if label is not None else e(resource)} '
+            f'{_amount(c.used, resource)} of {_amount(c.total, resource)}">{percent:.0f}%</td>')
 
 
 def nodes_page(cols: Sequence[str], rows: Sequence[NodeRow], hypernodes: Sequence[HyperNodeRow]) -> str:
     if not rows:
         return "<h1>Nodes</h1><p>No nodes.</p>"
     head = "".join(f'<th scope="col">{e(c)}</th>' for c in cols)
+    labels = [(c, e(c)) for c in cols]
     body = "".join(f'<tr><th scope="row">{e(r.name)}{"" if r.ready else " <small>(NotReady)</small>"}'
                    f'{" <small>(cordoned)</small>" if r.unschedulable else ""}</th><td>{r.pods}</td>'
-                   + "".join(_cell(r.cells[c], c) for c in cols) + "</tr>" for r in rows)
+                   + "".join(_cell(r.cells[c], c, label) for c, label in labels) + "</tr>" for r in rows)
     out = (f'<h1>Nodes <span class="count">{len(rows)}</span></h1><p class="legend">Requests of the bound pods '
            'against allocatable; darker is fuller.</p><div class="scroll"><table class="heatmap"><thead><tr>'
            f'<th scope="col">node</th><th scope="col">pods</th>{head}</tr></thead><tbody>{body}</tbody></table></div>')

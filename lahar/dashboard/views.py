@@ -17,7 +17,7 @@ import yaml
 
 __all__ = [
     "Bar", "JobRow", "Placement", "PolicyEvent", "PolicyRow", "QueueRow", "amount", "job_rows", "jobs_by_phase",
-    "placements", "policy_rows", "queue_rows", "why_pending",
+    "placements", "pods_by_job", "pod_facts", "policy_rows", "queue_rows", "why_pending",
 ]
 
 Obj = dict[str, Any]
@@ -73,11 +73,13 @@ class Bar:
     deserved: float | None
     capability: float | None
     guarantee: float | None
+    cluster: float | None = None  # what the cluster's nodes offer in all
 
     @property
     def scale(self) -> float:
-        """The bar's full width: the largest of the four (1 when all are 0)."""
-        return max([self.allocated, *(v for v in (self.deserved, self.capability, self.guarantee) if v)], default=0) or 1
+        """The bar's full width: the cluster's total, or the largest of the four when larger (1 when all are 0)."""
+        return max([self.allocated, *(v for v in (self.deserved, self.capability, self.guarantee, self.cluster)
+                                      if v)], default=0) or 1
 
     def percent(self, value: float | None) -> float:
         return round(100.0 * (value or 0) / self.scale, 1)
@@ -101,12 +103,49 @@ def _resources(rl: Mapping[str, Any] | None) -> dict[str, float]:
     return {k: amount(v) for k, v in (rl or {}).items()}
 
 
-def _pods_requests(pods: Iterable[Obj]) -> dict[str, float]:
+def _pods_requests(pods: Iterable[PodFacts]) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
-    for pod in pods:
-        for r, v in pod_requests(pod).items():
+    for facts in pods:
+        for r, v in facts.requests.items():
             out[r] += v
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What the pages read of a pod: its node ("" while pending), phase and effective requests as floats."""
+
+    node: str
+    phase: str
+    requests: Mapping[str, float]
+
+    @property
+    def occupying(self) -> bool:
+        return bool(self.node) and self.phase not in TERMINAL
+
+
+_FACTS: dict[tuple[str, str], PodFacts] = {}
+_FACTS_MAX = 200_000
+
+
+def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
+    """`PodFacts` of a pod, remembered per (uid, resourceVersion): an unchanged pod is read once, however many
+    renders follow (the informers hand out the same objects until the pod changes). Pods without both are read
+    each time."""
+    meta = pod.get("metadata") or {}
+    key = (meta.get("uid"), meta.get("resourceVersion"))
+    if key[0] and key[1]:
+        hit = _FACTS.get(key)  # type: ignore[arg-type]
+        if hit is not None:
+            return hit
+    status = pod.get("status") or {}
+    facts = PodFacts(str((pod.get("spec") or {}).get("nodeName") or ""), str(status.get("phase") or "Pending"),
+                     pod_requests(pod))
+    if key[0] and key[1]:
+        if len(_FACTS) >= _FACTS_MAX:
+            _FACTS.clear()
+        _FACTS[key] = facts  # type: ignore[index]
+    return facts
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
@@ -122,8 +161,10 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
     return total
 
 
-def queue_rows(queues: Sequence[Obj], podgroups: Sequence[Obj], *, pods: Sequence[Obj] = ()) -> list[QueueRow]:
-    """The queue tree depth-first (root first, children by name), each with its bars and PodGroup counts.
+def queue_rows(queues: Sequence[Obj], podgroups: Sequence[Obj], *, pods: Sequence[Obj] = (),
+               cluster: Mapping[str, float] | None = None) -> list[QueueRow]:
+    """The queue tree depth-first (root first, children by name), each with its bars (scaled to `cluster`, the
+    nodes' allocatable in all, when given) and PodGroup counts.
 
     Allocated is `status.allocated` when the scheduler wrote it, else the requests of the queue's bound, unfinished
     pods (through their PodGroups). A queue whose parent does not exist hangs under the top level."""
@@ -140,12 +181,14 @@ def queue_rows(queues: Sequence[Obj], podgroups: Sequence[Obj], *, pods: Sequenc
         q = (pg.get("spec") or {}).get("queue") or "default"
         counts[q][(pg.get("status") or {}).get("phase") or "Pending"] += 1
         queue_of_group[(_ns(pg), _name(pg))] = q
-    used: dict[str, list[Obj]] = defaultdict(list)
-    for pod in pods:
-        group = (_meta(pod).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-        q = queue_of_group.get((_ns(pod), group or ""))
-        if q and (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL:
-            used[q].append(pod)
+    used: dict[str, list[PodFacts]] = defaultdict(list)
+    if not all((q.get("status") or {}).get("allocated") for q in queues):
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            q = queue_of_group.get((meta.get("namespace") or "", (meta.get("annotations") or {}).get(
+                GROUP_NAME_ANNOTATION) or ""))
+            if q and (facts := pod_facts(pod)).occupying:
+                used[q].append(facts)
     rows: list[QueueRow] = []
     seen: set[str] = set()
 
@@ -159,7 +202,8 @@ def queue_rows(queues: Sequence[Obj], podgroups: Sequence[Obj], *, pods: Sequenc
         deserved, capability = _resources(spec.get("deserved")), _resources(spec.get("capability"))
         guarantee = _resources((spec.get("guarantee") or {}).get("resource"))
         names = [r for r in BAR_RESOURCES if r in {*allocated, *deserved, *capability, *guarantee} or r != "nvidia.com/gpu"]
-        bars = tuple(Bar(r, allocated.get(r, 0.0), deserved.get(r), capability.get(r), guarantee.get(r)) for r in names)
+        bars = tuple(Bar(r, allocated.get(r, 0.0), deserved.get(r), capability.get(r), guarantee.get(r),
+                         (cluster or {}).get(r)) for r in names)
         rows.append(QueueRow(name, depth, parent, int(spec.get("weight") or 1), str(status.get("state") or "Open"),
                              bars, dict(counts[name])))
         for child in sorted(children.get(name, ())):
@@ -281,47 +325,67 @@ def _short(value: float, resource: str) -> str:
     return f"{value:.4g}"
 
 
-def job_rows(*, jobs: Sequence[Obj], podgroups: Sequence[Obj], pods: Sequence[Obj], queues: Sequence[Obj] = (),
-             events: Sequence[Obj] = ()) -> list[JobRow]:
+DETAILS_PER_PHASE = 200
+
+
+def pods_by_job(pods: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
+    """Pods by (namespace, `volcano.sh/job-name` label): what `job_rows` reads; `live.Hub` keeps the same as an
+    informer index instead of regrouping every render."""
+    out: dict[tuple[str, str], list[Obj]] = defaultdict(list)
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+        if job:
+            out[(meta.get("namespace") or "", job)].append(pod)
+    return out
+
+
+def job_rows(*, jobs: Sequence[Obj], podgroups: Sequence[Obj],
+             pods: Sequence[Obj] | Mapping[tuple[str, str], Sequence[Obj]], queues: Sequence[Obj] = (),
+             events: Sequence[Obj] = (), details: int | None = None) -> list[JobRow]:
     """One row per Volcano Job (namespace, name order): its gang's minAvailable against its running and pending
-    pods, and either why it waits (Pending / Inqueue) or where its pods landed."""
+    pods (the Job's status counts, which the job controller keeps), and either why it waits (Pending, Inqueue, or
+    Running with pods pending) or where its pods landed — for the first `details` jobs of each phase (all when
+    None; the Jobs page shows no more than that many per phase). `pods` is a list, or already `pods_by_job`."""
     groups: dict[tuple[str, str], Obj] = {}
     for pg in podgroups:
         owner = next((r.get("name") for r in _meta(pg).get("ownerReferences") or () if r.get("kind") == "Job"), None)
         groups[(_ns(pg), owner or _name(pg))] = pg
-    pods_of: dict[tuple[str, str], list[Obj]] = defaultdict(list)
-    for pod in pods:
-        job = (_meta(pod).get("labels") or {}).get(JOB_NAME_LABEL)
-        if job:
-            pods_of[(_ns(pod), job)].append(pod)
+    pods_of = pods if isinstance(pods, Mapping) else pods_by_job(pods)
     events_of: dict[tuple[str, str], list[Obj]] = defaultdict(list)
     for e in events:
-        inv = e.get("involvedObject") or {}
-        events_of[(str(inv.get("namespace") or _ns(e)), str(inv.get("name") or ""))].append(e)
+        if e.get("reason") in ("FailedScheduling", "Unschedulable"):
+            inv = e.get("involvedObject") or {}
+            events_of[(str(inv.get("namespace") or _ns(e)), str(inv.get("name") or ""))].append(e)
     queue_by_name = {_name(q): q for q in queues}
     rows: list[JobRow] = []
+    shown: Counter[str] = Counter()
     for job in sorted(jobs, key=lambda j: (_ns(j), _name(j))):
-        ns, name = _ns(job), _name(job)
+        meta = job.get("metadata") or {}
+        ns, name = meta.get("namespace") or "", meta.get("name") or ""
         spec, status = job.get("spec") or {}, job.get("status") or {}
         phase = str((status.get("state") or {}).get("phase") or "Pending")
-        pg = groups.get((ns, name))
-        mine = pods_of.get((ns, name), [])
-        phases = Counter((p.get("status") or {}).get("phase") or "Pending" for p in mine)
-        running, pending = phases["Running"], phases["Pending"]
+        pending = int(status.get("pending") or 0)
         why: tuple[str, ...] = ()
         placed: tuple[Placement, ...] = ()
-        if phase in ("Pending", "Inqueue") or (phase == "Running" and pending):
-            related = [e for key in [(ns, name), *((ns, _name(p)) for p in mine if _pending(p))]
-                       for e in events_of.get(key, ())]
-            if pg is not None:
-                related += events_of.get((ns, _name(pg)), [])
-            why = why_pending(job=job, podgroup=pg, queue=queue_by_name.get(spec.get("queue") or "default"),
-                              events=related)
-        if phase not in ("Pending",):
-            placed = tuple(placements(p) for p in sorted(mine, key=_name) if (p.get("spec") or {}).get("nodeName"))
-        hypernode = ((_meta(pg).get("annotations") or {}).get(HYPERNODE_ANNOTATION, "") if pg else "")
+        hypernode = ""
+        shown[phase] += 1
+        if details is None or shown[phase] <= details:
+            pg = groups.get((ns, name))
+            mine = pods_of.get((ns, name), ())
+            if phase in ("Pending", "Inqueue") or (phase == "Running" and pending):
+                related = [e for key in [(ns, name), *((ns, _name(p)) for p in mine if _pending(p))]
+                           for e in events_of.get(key, ())]
+                if pg is not None:
+                    related += events_of.get((ns, _name(pg)), [])
+                why = why_pending(job=job, podgroup=pg, queue=queue_by_name.get(spec.get("queue") or "default"),
+                                  events=related)
+            if phase != "Pending":
+                placed = tuple(placements(p) for p in sorted(mine, key=_name) if not _pending(p))
+            hypernode = (_meta(pg).get("annotations") or {}).get(HYPERNODE_ANNOTATION, "") if pg else ""
         rows.append(JobRow(ns, name, phase, str(spec.get("queue") or "default"), int(spec.get("minAvailable") or 0),
-                           running, pending, phases["Succeeded"], phases["Failed"], why, hypernode, placed))
+                           int(status.get("running") or 0), pending, int(status.get("succeeded") or 0),
+                           int(status.get("failed") or 0), why, hypernode, placed))
     return rows
 
 

@@ -15,6 +15,7 @@ from lahar.dashboard.app import COOKIE, create_app
 from lahar.dashboard.live import KINDS, Hub
 from lahar.kube.apiserver.memory import MemoryClient
 from tests.builders import queue
+from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 TOKEN = "s3cret-token"
@@ -97,6 +98,23 @@ def test_the_assets_are_package_data() -> None:
 def test_one_informer_per_kind_whatever_the_number_of_browsers(hub: Hub) -> None:
     assert set(hub.informers) == {k[0] for k in KINDS}
     assert len(hub.factory.informers()) == len(KINDS)
+
+
+def test_the_hub_keeps_pods_by_job_and_occupancy_from_events(hub: Hub) -> None:
+    from tests.builders import node, pod
+
+    client = hub.client
+    pods_rt = client.registry.get("", "v1", "pods")
+    client.create(client.registry.get("", "v1", "nodes"), node("n1").alloc("8", "8Gi").obj)
+    for i in range(3):
+        client.create(pods_rt, pod(f"j-w-{i}", "default").label(**{"volcano.sh/job-name": "j"}).req(cpu="1")
+                      .on("n1").obj)
+    wait_for("the pods in the hub", lambda: len(hub.items("pods")) == 3, timeout=10)
+    assert [p["metadata"]["name"] for p in hub.pods_by_job()[("default", "j")]] == ["j-w-0", "j-w-1", "j-w-2"]
+    assert hub.pods_by_job().get(("default", "other")) is None
+    assert hub.occupancy.snapshot()[1] == {"n1": 3}
+    client.delete(pods_rt, "j-w-0", namespace="default", grace_period_seconds=0)
+    wait_for("the delete in the hub", lambda: hub.occupancy.snapshot()[1] == {"n1": 2}, timeout=10)
 
 
 def test_a_burst_of_changes_is_one_notice_per_subscriber(hub: Hub) -> None:

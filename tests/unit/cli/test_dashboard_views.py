@@ -59,6 +59,13 @@ def test_queue_bars_and_podgroup_counts() -> None:
     assert [b.resource for b in row.bars] == ["cpu", "memory"]  # no GPU bar where nobody has GPUs
 
 
+def test_queue_bars_are_scaled_to_the_cluster() -> None:
+    q = queue("q").capability(cpu="16").obj
+    [row] = views.queue_rows([q], [], cluster={"cpu": 64.0})
+    cpu = row.bars[0]
+    assert (cpu.scale, cpu.percent(cpu.capability)) == (64.0, 25.0)
+
+
 def test_queue_status_allocated_wins_over_the_pods() -> None:
     q = queue("q").obj
     q["status"] = {"allocated": {"cpu": "5", "nvidia.com/gpu": "2"}}
@@ -114,8 +121,8 @@ def test_placements(ann: dict, want: tuple) -> None:
 
 
 def test_job_rows_count_the_gang_and_say_why_or_where() -> None:
-    jobs = [vcjob("wait").queue("batch").min_available(2).obj, vcjob("run").queue("batch").min_available(1).phase(
-        "Running").obj]
+    jobs = [vcjob("wait").queue("batch").min_available(2).status(pending=2).obj,
+            vcjob("run").queue("batch").min_available(1).phase("Running").status(running=1).obj]
     pgs = [_owned(podgroup("wait-uid", "default").queue("batch").obj, "wait"),
            _owned(podgroup("run-uid", "default").queue("batch").phase("Running").obj, "run")]
     pods = [_job_pod("wait-t-0", "wait"), _job_pod("wait-t-1", "wait"),
@@ -130,7 +137,16 @@ def test_job_rows_count_the_gang_and_say_why_or_where() -> None:
     assert rows["run"].why == () and [(p.pod, p.node, p.numa) for p in rows["run"].placements] == [
         ("run-t-0", "n1", ("0",))]
     assert [phase for phase, _ in views.jobs_by_phase(list(rows.values()))] == ["Pending", "Running"]
+    grouped = views.job_rows(jobs=jobs, podgroups=pgs, pods=views.pods_by_job(pods), queues=[queue("batch").obj],
+                             events=events)
+    assert grouped == list(rows.values())  # pods as a list or already grouped: the same rows
 
+
+@pytest.mark.parametrize(("details", "detailed"), [(None, 5), (2, 2), (0, 0)], ids=["all", "two", "none"])
+def test_job_details_only_for_the_jobs_shown(details: int | None, detailed: int) -> None:
+    jobs = [vcjob(f"j{i}").status(pending=1).obj for i in range(5)]
+    rows = views.job_rows(jobs=jobs, podgroups=[], pods=[], queues=[], details=details)
+    assert len(rows) == 5 and sum(1 for r in rows if r.why) == detailed
 
 # -- nodes --------------------------------------------------------------------------------------------------------
 
@@ -147,6 +163,24 @@ def test_node_rows_sum_the_bound_unfinished_pods() -> None:
     assert (n1.pods, n1.cells["cpu"].percent, n1.cells["memory"].percent, n1.cells["nvidia.com/gpu"].level) == (
         1, 50.0, 50.0, 10)
     assert rows[1].cells["nvidia.com/gpu"].total == 0
+
+
+def test_occupancy_kept_from_pod_events_equals_the_recount() -> None:
+    occ = nodes.Occupancy()
+    a = pod("a").req(cpu="2", memory="1Gi").on("n1").obj
+    b = pod("b").req(cpu="1").on("n1").obj
+    for p in (a, b, pod("c").req(cpu="5").obj):
+        occ.put(p)
+    done = {**b, "status": {"phase": "Succeeded"}}
+    occ.put(done)  # update: finished, frees its share
+    moved = pod("a").req(cpu="2", memory="1Gi").on("n2").obj
+    occ.put(moved)
+    assert occ.snapshot() == ({"n2": {"cpu": 2.0, "memory": 2.0**30}}, {"n2": 1})
+    occ.remove(moved)
+    assert occ.snapshot() == ({}, {})
+    ns = [node("n1").alloc("4", "8Gi").obj]
+    occ.put(a)
+    assert nodes.node_rows(ns, occ) == nodes.node_rows(ns, [a, done])
 
 
 @pytest.mark.parametrize(("used", "total", "level"), [(0, 0, 0), (0, 4, 0), (1, 4, 2), (4, 4, 10), (9, 4, 10)],
