@@ -80,6 +80,8 @@ def test_pages_fragments_and_assets(web: TestClient) -> None:
         fragment = web.get(f"/{page}?fragment=1").text
         assert not fragment.startswith("<!doctype") and fragment.startswith("<h1>")
     assert web.get("/nope").status_code == 404
+    bad = web.get("/jobs?fragment=perhaps")
+    assert bad.status_code == 422 and "fragment" in bad.text  # a 4xx naming the parameter, not a 5xx
     css, js = web.get("/static/dashboard.css"), web.get("/static/dashboard.js")
     assert css.headers["content-type"].startswith("text/css") and "heat" in css.text
     assert "EventSource" in js.text
