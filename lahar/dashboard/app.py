@@ -39,13 +39,15 @@ LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 def render(page: str, items: Callable[[str], list[dict[str, Any]]], *,
            pods_by_job: Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]] | None = None,
-           occupancy: Callable[[], nodes.Occupancy] | None = None) -> tuple[str, str]:
+           occupancy: Callable[[], nodes.Occupancy] | None = None,
+           history: Callable[[], Sequence[tuple[float, Mapping[str, float]]]] | None = None) -> tuple[str, str]:
     """(title, `<main>` HTML) of one page from `items(kind)` — and, when given, the pods by job and the nodes'
     occupancy as kept from watch events (`live.Hub`), instead of regrouping every pod; KeyError for a page that
     does not exist."""
     if page == "queues":
         return "Queues", pages.queues_page(views.queue_rows(items("queues"), items("podgroups"), pods=items("pods"),
-                                                            cluster=nodes.totals(items("nodes"))))
+                                                            cluster=nodes.totals(items("nodes"))),
+                                           history() if history else ())
     if page == "jobs":
         return "Jobs", pages.jobs_page(views.job_rows(jobs=items("jobs"), podgroups=items("podgroups"),
                                                       pods=pods_by_job() if pods_by_job else items("pods"),
@@ -143,7 +145,8 @@ def create_app(hub: Hub, *, token: str, host: str = "127.0.0.1") -> FastAPI:
     @app.get("/{page}", response_class=HTMLResponse)
     def page(page: str, fragment: bool = False) -> HTMLResponse:
         try:
-            title, main = render(page, hub.items, pods_by_job=hub.pods_by_job, occupancy=lambda: hub.occupancy)
+            title, main = render(page, hub.items, pods_by_job=hub.pods_by_job, occupancy=lambda: hub.occupancy,
+                                 history=lambda: list(hub.history))
         except KeyError:
             return HTMLResponse(pages.error_page(404, f"no page {page!r}; the pages are queues, jobs, nodes and "
                                                       "policies"), status_code=404)

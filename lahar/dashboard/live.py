@@ -12,7 +12,9 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from lahar.dashboard import nodes, views
@@ -36,6 +38,9 @@ KINDS: tuple[tuple[str, str, str, str, str | None], ...] = (
 )
 
 
+HISTORY_POINTS = 60  # one sample a minute: the last hour
+
+
 class _Subscriber:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -49,8 +54,14 @@ class Hub:
     Informer handlers only bump a version and wake the subscribers (`loop.call_soon_threadsafe`): no browser
     causes any request to the API server, however many are open."""
 
-    def __init__(self, client: ClusterClient, *, watch_timeout: float | None = 300.0) -> None:
+    def __init__(self, client: ClusterClient, *, watch_timeout: float | None = 300.0,
+                 sample_every: float | None = 60.0, clock: Callable[[], float] = time.time) -> None:
         self.client = client
+        self.sample_every = sample_every
+        self.clock = clock
+        self.history: deque[tuple[float, dict[str, float]]] = deque(maxlen=HISTORY_POINTS)
+        self._sampling = threading.Event()
+        self._sampler: threading.Thread | None = None
         self.factory = InformerFactory(client, watch_timeout=watch_timeout)
         self.informers: dict[str, Informer] = {}
         self.version = 0
@@ -75,12 +86,36 @@ class Hub:
 
     def start(self) -> Hub:
         self.factory.start()
+        if self.sample_every:
+            self._sampler = threading.Thread(target=self._sample_loop, name="dashboard-shares", daemon=True)
+            self._sampler.start()
         return self
+
+    def sample(self) -> dict[str, float]:
+        """Record each queue's dominant share now (the Queues page draws the last hour of them)."""
+        rows = views.queue_rows(self.items("queues"), self.items("podgroups"), pods=self.items("pods"),
+                                cluster=nodes.totals(self.items("nodes")))
+        point = views.shares(rows)
+        self.history.append((self.clock(), point))
+        return point
+
+    def _sample_loop(self) -> None:
+        if not self.wait_for_sync(60):
+            log.warning("dashboard: informers not synced after 60s; sampling queue shares anyway")
+        while not self._sampling.is_set():
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - a bad object must not end the sampling
+                log.exception("dashboard: sampling queue shares")
+            self._sampling.wait(self.sample_every)
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self.factory.wait_for_sync(timeout)
 
     def stop(self) -> None:
+        self._sampling.set()
+        if self._sampler is not None:
+            self._sampler.join(5)
         self.factory.stop()
 
     def items(self, kind: str) -> list[Obj]:

@@ -61,7 +61,19 @@ def _bar(bar: Bar) -> str:
             f'<span class="nums">{e(text)}</span></div>')
 
 
-def queues_page(rows: Sequence[QueueRow]) -> str:
+def sparkline(values: Sequence[float], *, width: int = 120, height: int = 24) -> str:
+    """An inline SVG polyline of shares (0..1, oldest first); a dash when there are fewer than two points."""
+    if len(values) < 2:
+        return "–"
+    step = width / (len(values) - 1)
+    points = " ".join(f"{i * step:.1f},{height - max(0.0, min(1.0, v)) * height:.1f}" for i, v in enumerate(values))
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="share from {values[0]:.0%} to {values[-1]:.0%}"><polyline fill="none" stroke="currentColor"'
+            f' stroke-width="1.5" points="{points}"/></svg> {values[-1]:.0%}')
+
+
+def queues_page(rows: Sequence[QueueRow], history: Sequence[tuple[float, Mapping[str, float]]] = ()) -> str:
+    """The queue tree; `history` is (time, {queue: share}) samples, oldest first, drawn per queue."""
     if not rows:
         return "<h1>Queues</h1><p>No queues yet.</p>"
     body = []
@@ -71,11 +83,13 @@ def queues_page(rows: Sequence[QueueRow]) -> str:
                                              .index(kv[0]) if kv[0] in ("Pending", "Inqueue", "Running") else 3))
         body.append(f'<tr data-queue="{e(q.name)}"><th scope="row" style="padding-left:{0.5 + 1.25 * q.depth}rem">'
                     f'{"└ " if q.depth else ""}{e(q.name)}</th><td>{q.weight}</td><td>{e(q.state)}</td>'
-                    f'<td class="bars">{"".join(_bar(b) for b in q.bars)}</td><td>{counts or "–"}</td></tr>')
+                    f'<td class="bars">{"".join(_bar(b) for b in q.bars)}</td><td>{counts or "–"}</td>'
+                    f'<td class="share">{sparkline([s.get(q.name, 0.0) for _, s in history])}</td></tr>')
     return ('<h1>Queues</h1><p class="legend">Bars: allocated (filled) out of the cluster, with marks for deserved '
             '(blue), capability (red) and guarantee (green).</p><div class="scroll"><table class="queues"><thead><tr>'
             '<th scope="col">queue</th><th scope="col">weight</th><th scope="col">state</th>'
-            '<th scope="col">resources</th><th scope="col">PodGroups</th></tr></thead><tbody>'
+            '<th scope="col">resources</th><th scope="col">PodGroups</th><th scope="col">share, last hour</th>'
+            '</tr></thead><tbody>'
             + "".join(body) + "</tbody></table></div>")
 
 

@@ -17,7 +17,7 @@ import yaml
 
 __all__ = [
     "Bar", "JobRow", "Placement", "PolicyEvent", "PolicyRow", "QueueRow", "amount", "job_rows", "jobs_by_phase",
-    "placements", "pods_by_job", "pod_facts", "policy_rows", "queue_rows", "why_pending",
+    "placements", "pods_by_job", "shares", "pod_facts", "policy_rows", "queue_rows", "why_pending",
 ]
 
 Obj = dict[str, Any]
@@ -214,6 +214,12 @@ def queue_rows(queues: Sequence[Obj], podgroups: Sequence[Obj], *, pods: Sequenc
     for name in sorted(set(by_name) - seen):  # only cycles are left
         walk(name, 0, "")
     return rows
+
+
+def shares(rows: Sequence[QueueRow]) -> dict[str, float]:
+    """Each queue's dominant share (DRF's): the largest allocated / cluster total over its bars, 0..1; 0 for bars
+    without a cluster total."""
+    return {r.name: max((b.allocated / b.cluster for b in r.bars if b.cluster), default=0.0) for r in rows}
 
 
 # -- jobs ---------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from lahar.dashboard.app import COOKIE, create_app
 from lahar.dashboard.live import KINDS, Hub
 from lahar.kube.apiserver.memory import MemoryClient
-from tests.builders import queue
+from tests.builders import node, queue
 from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
@@ -103,7 +103,7 @@ def test_one_informer_per_kind_whatever_the_number_of_browsers(hub: Hub) -> None
 
 
 def test_the_hub_keeps_pods_by_job_and_occupancy_from_events(hub: Hub) -> None:
-    from tests.builders import node, pod
+    from tests.builders import pod
 
     client = hub.client
     pods_rt = client.registry.get("", "v1", "pods")
@@ -117,6 +117,29 @@ def test_the_hub_keeps_pods_by_job_and_occupancy_from_events(hub: Hub) -> None:
     assert hub.occupancy.snapshot()[1] == {"n1": 3}
     client.delete(pods_rt, "j-w-0", namespace="default", grace_period_seconds=0)
     wait_for("the delete in the hub", lambda: hub.occupancy.snapshot()[1] == {"n1": 2}, timeout=10)
+
+
+def test_the_hub_samples_queue_shares_for_the_last_hour() -> None:
+    from lahar.dashboard import live
+
+    client = MemoryClient.with_crds()
+    queues_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
+    stored = client.create(queues_rt, queue("q").obj)
+    client.update_status(queues_rt, {**stored, "status": {"allocated": {"cpu": "2"}}})  # as the scheduler writes it
+    client.create(client.registry.get("", "v1", "nodes"), node("n1").alloc("8", "8Gi").obj)
+    now = iter(float(t) for t in range(0, 10_000, 60))
+    h = Hub(client, sample_every=None, clock=lambda: next(now)).start()
+    try:
+        assert h.wait_for_sync(10)
+        wait_for("the queue's status and the node in the hub", lambda: h.items("nodes") and any(
+            (q.get("status") or {}).get("allocated") for q in h.items("queues")), timeout=10)
+        for _ in range(live.HISTORY_POINTS + 5):
+            h.sample()
+        assert len(h.history) == live.HISTORY_POINTS and h.history[-1][1] == {"q": 0.25}
+        web = TestClient(create_app(h, token=TOKEN), base_url="http://127.0.0.1:8470")
+        assert "<svg" in web.get("/queues", headers={"Authorization": f"Bearer {TOKEN}"}).text
+    finally:
+        h.stop()
 
 
 def test_a_burst_of_changes_is_one_notice_per_subscriber(hub: Hub) -> None:

@@ -251,3 +251,25 @@ def test_every_page_escapes_values_from_the_cluster() -> None:
         _, html = render(page, lambda k: items[k])
         assert "<script" not in html, page
         assert "&lt;script&gt;" in html, page
+
+
+# -- the share over the last hour ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("values", "want"), [
+    ([], "–"),
+    ([0.5], "–"),
+    ([0.0, 1.0], 'points="0.0,24.0 120.0,0.0"'),
+    ([0.0, 0.5, 2.0], 'points="0.0,24.0 60.0,12.0 120.0,0.0"'),
+], ids=["none", "one-point", "empty-to-full", "clamped"])
+def test_sparkline(values: list, want: str) -> None:
+    assert want in pages.sparkline(values)
+
+
+def test_dominant_shares() -> None:
+    q = queue("q").obj
+    q["status"] = {"allocated": {"cpu": "8", "memory": "48Gi"}}
+    rows = views.queue_rows([q, queue("idle").obj], [], cluster={"cpu": 64.0, "memory": 64.0 * 2**30})
+    assert views.shares(rows) == {"q": 0.75, "idle": 0.0}
+    html = pages.queues_page(rows, [(0.0, {"q": 0.25}), (60.0, {"q": 0.75})])
+    assert "<svg" in html and "75%" in html
