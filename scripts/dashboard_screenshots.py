@@ -79,7 +79,7 @@ def _shoot(driver, url: str, path: Path, width: int, min_height: int) -> None:  
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "dashboard")
-    ap.add_argument("--settle", type=float, default=6.0, help="seconds for the demo's jobs to start running")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds for the demo's jobs to start running")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lahar-shots-") as tmp:
@@ -106,7 +106,7 @@ def main() -> None:
             wide = _browser(1280, 800)
             try:
                 wide.get(info["dashboard"])  # the token once; the cookie after
-                for page in ("queues", "jobs", "nodes", "policies"):
+                for page in ("nodes", "jobs", "queues", "policies"):  # nodes first: while the gangs run
                     _shoot(wide, base + page, args.out / f"{page}.png", 1280, 800)
             finally:
                 wide.quit()

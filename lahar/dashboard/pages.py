@@ -150,7 +150,7 @@ def _cell(c: Cell, resource: str, label: str | None = None) -> str:
 def nodes_page(cols: Sequence[str], rows: Sequence[NodeRow], hypernodes: Sequence[HyperNodeRow]) -> str:
     if not rows:
         return "<h1>Nodes</h1><p>No nodes.</p>"
-    head = "".join(f'<th scope="col">{e(c)}</th>' for c in cols)
+    head = "".join(f'<th scope="col">{e(c).replace("/", "/<wbr>")}</th>' for c in cols)  # long names wrap at /
     labels = [(c, e(c)) for c in cols]
     body = "".join(f'<tr><th scope="row">{e(r.name)}{"" if r.ready else " <small>(NotReady)</small>"}'
                    f'{" <small>(cordoned)</small>" if r.unschedulable else ""}</th><td>{r.pods}</td>'
