@@ -1,4 +1,5 @@
-"""Generated local credentials of lahar's processes: Flower's basic-auth login, kept in the data dir (0600).
+"""Generated local credentials of lahar's processes: Flower's basic-auth login and the dashboard's token, kept in
+the data dir (0600).
 
 `lahar flower` and `lahar up` call `flower_login(data_dir)`; Flower then answers no request without it, on
 loopback too, and (Flower's own check once any auth is on) refuses cross-site requests: a web page the user visits
@@ -11,7 +12,8 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["FLOWER_FILE", "FLOWER_USER", "CredentialsError", "check_login", "flower_login"]
+__all__ = ["DASHBOARD_FILE", "FLOWER_FILE", "FLOWER_USER", "CredentialsError", "check_login", "dashboard_token",
+           "flower_login"]
 
 FLOWER_FILE = "flower-auth"
 FLOWER_USER = "lahar"
@@ -47,3 +49,22 @@ def flower_login(data_dir: Path) -> tuple[str, Path]:
     with os.fdopen(fd, "w") as f:
         f.write(login + "\n")
     return login, path
+
+
+DASHBOARD_FILE = "dashboard-token"
+
+
+def dashboard_token(path: Path) -> str:
+    """The dashboard's bearer token kept in the file `path` (`<data_dir>/dashboard-token` for `lahar up`): read, or
+    made there (random, the file created 0600). A file found with wider permissions is narrowed to 0600."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        os.chmod(path, 0o600)
+        if text := path.read_text().strip():
+            return text
+    token = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token

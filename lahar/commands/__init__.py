@@ -8,11 +8,24 @@ from __future__ import annotations
 
 import typer
 
-from lahar.commands import admit, certs, chart, controllers, explain, policy, scheduler, up, vc, vcgroups, webhook
+from lahar.commands import (
+    admit,
+    certs,
+    chart,
+    controllers,
+    dashboard,
+    explain,
+    policy,
+    scheduler,
+    up,
+    vc,
+    vcgroups,
+    webhook,
+)
 
 __all__ = ["MODULES", "register_all"]
 
-MODULES = (admit, certs, chart, controllers, explain, policy, scheduler, up, vc, vcgroups, webhook)
+MODULES = (admit, certs, chart, controllers, dashboard, explain, policy, scheduler, up, vc, vcgroups, webhook)
 
 
 def register_all(app: typer.Typer) -> None:

@@ -1,5 +1,5 @@
-"""`lahar up`: everything on this machine — devcluster, Redis, the webhook, dispatch, workers, scheduler, beat and
-Flower — supervised, with a live status; `--demo` applies `examples/` and shows the jobs flow to Completed.
+"""`lahar up`: everything on this machine — devcluster, Redis, the webhook, dispatch, workers, scheduler, beat,
+Flower and the dashboard — supervised, with a live status; `--demo` applies `examples/` and shows the jobs flow to Completed.
 
 Thin shell over `lahar.up.Stack`: reads flags and `Settings`, installs the signal handlers, starts, runs, stops.
 """
@@ -28,6 +28,8 @@ def up(
     demo: bool = typer.Option(False, "--demo", help="Apply examples/ once everything is up and show the jobs run."),
     workers: int = typer.Option(1, "--workers", min=1, help="Controller worker processes."),
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="Reconciles in parallel per worker."),
+    dashboard_port: int = typer.Option(8470, "--dashboard-port", min=0,
+                                       help="Port of `lahar dashboard` (another free one when taken; 0: no dashboard)."),
     live: bool = typer.Option(None, "--live/--plain", help="Live status view or log lines (default: live on a TTY)."),
     sim_default_duration: str = typer.Option(None, "--sim-default-duration", metavar="DURATION",
                                              help="How long a simulated pod with restartPolicy Never/OnFailure "
@@ -61,6 +63,7 @@ def up(
         concurrency=concurrency,
         demo=demo,
         flower_port=s.flower_port,
+        dashboard_port=dashboard_port,
         log_level=children_level,
         live=False if json_logs else live,
         sim_default_duration=sim_default,

@@ -1,5 +1,5 @@
 """`lahar up`: the whole system on one machine — devcluster in-process, Redis, the webhook, dispatch, workers, the
-scheduler, beat and Flower as supervised subprocesses, with a live status until Ctrl-C.
+scheduler, beat, Flower and the dashboard as supervised subprocesses, with a live status until Ctrl-C.
 
 Sits at the very top of the flow (only `lahar.commands.up` calls it). Decisions are pure functions over plain data
 (`restart_delay`, `apply_order`, `summarize`, `render`, `status_line`); `Child`, `EmbeddedRedis` and `Stack` are
@@ -17,7 +17,7 @@ The package's modules, bottom up:
 | `stack`     | `Options`, `Stack` (start, supervise, stop), `parse_sim_duration`                       |
 
 Readiness contract: once everything is up, `<data-dir>/up.json` holds `{"ready": true, "pid", "kubeconfig",
-"api", "redis_url", "webhook", "flower", "children": {name: pid}}`; it says `"ready": false` while starting and
+"api", "redis_url", "webhook", "flower", "dashboard", "children": {name: pid}}`; it says `"ready": false` while starting and
 says `"ready": false, "stopped": true` after a clean stop (the ports
 are reused next time when free). State stays in the data dir (devcluster's SQLite, Redis' append-only file), so a second
 `lahar up` resumes where the first stopped.

@@ -32,8 +32,10 @@ class ChildSpec:
 
 
 def child_specs(*, python: str, webhook_port: int, certs_dir: Path, flower_port: int, workers: int = 1,
-                concurrency: int = 2) -> list[ChildSpec]:
-    """The processes of ARCHITECTURE.md's table that `lahar up` supervises, webhook first."""
+                concurrency: int = 2, dashboard_port: int | None = None,
+                dashboard_token_file: Path | None = None) -> list[ChildSpec]:
+    """The processes of ARCHITECTURE.md's table that `lahar up` supervises, webhook first; the dashboard last, when
+    it has a port."""
     lahar = (python, "-m", "lahar.cli")
     specs = [ChildSpec("webhook", (*lahar, "webhook", "--host", "127.0.0.1", "--port", str(webhook_port),
                                    "--cert", str(certs_dir / "tls.crt"), "--key", str(certs_dir / "tls.key"))),
@@ -46,6 +48,10 @@ def child_specs(*, python: str, webhook_port: int, certs_dir: Path, flower_port:
     specs += [ChildSpec("scheduler", (*lahar, "scheduler")),
               ChildSpec("beat", (*lahar, "beat")),
               ChildSpec("flower", (*lahar, "flower", "--port", str(flower_port)))]
+    if dashboard_port:
+        token = ("--token-file", str(dashboard_token_file)) if dashboard_token_file else ()
+        specs.append(ChildSpec("dashboard", (*lahar, "dashboard", "--host", "127.0.0.1", "--port", str(dashboard_port),
+                                             *token)))
     return specs
 
 

@@ -58,6 +58,7 @@ class Options:
     demo: bool = False
     examples: Path = EXAMPLES_DIR
     flower_port: int = 5555
+    dashboard_port: int = 8470  # 0: no dashboard
     log_level: str = "INFO"
     live: bool | None = None       # None: a live view when stdout is a terminal
     sim_default_duration: float | None = None  # run time of Never/OnFailure pods without lahar.sh/sim-duration
@@ -82,6 +83,9 @@ class Stack:
         self.flower_port = 0
         self.flower_login = ""
         self.flower_auth_file: Path | None = None
+        self.dashboard_port = 0
+        self.dashboard_token = ""
+        self.dashboard_token_file: Path | None = None
         self.stop_event = threading.Event()
         self.events: list[str] = []
         self._events_lock = threading.Lock()
@@ -191,6 +195,10 @@ class Stack:
         from lahar import credentials
 
         self.flower_login, self.flower_auth_file = credentials.flower_login(self.data_dir)
+        if self.opts.dashboard_port:
+            self.dashboard_port = free_port(previous.get("dashboard_port") or self.opts.dashboard_port)
+            self.dashboard_token_file = self.data_dir / credentials.DASHBOARD_FILE
+            self.dashboard_token = credentials.dashboard_token(self.dashboard_token_file)
         url = f"https://127.0.0.1:{self.webhook_port}"
         hosts = ["127.0.0.1", "localhost"]
         client = self.cluster.client
@@ -199,7 +207,8 @@ class Stack:
         env = self._env()
         specs = child_specs(python=sys.executable, webhook_port=self.webhook_port, certs_dir=certs_dir,
                             flower_port=self.flower_port, workers=self.opts.workers,
-                            concurrency=self.opts.concurrency)
+                            concurrency=self.opts.concurrency, dashboard_port=self.dashboard_port or None,
+                            dashboard_token_file=self.dashboard_token_file)
         self.children = [Child(s, env=env, log_path=self.logs / f"{s.name}.log", cwd=self.data_dir) for s in specs]
         webhook, rest = self.children[0], self.children[1:]
         webhook.spawn()
@@ -240,6 +249,9 @@ class Stack:
                "webhook": f"https://127.0.0.1:{self.webhook_port}" if self.webhook_port else None,
                "flower": self.flower_url if self.flower_port else None,
                "flower_auth_file": str(self.flower_auth_file) if self.flower_auth_file else None,
+               "dashboard_port": self.dashboard_port or None,
+               "dashboard": self.dashboard_url if self.dashboard_port else None,
+               "dashboard_token_file": str(self.dashboard_token_file) if self.dashboard_token_file else None,
                "children": {c.name: c.pid for c in self.children}}
         tmp = self.ready_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -249,6 +261,11 @@ class Stack:
     def flower_url(self) -> str:
         return f"http://127.0.0.1:{self.flower_port}"
 
+    @property
+    def dashboard_url(self) -> str:
+        """The dashboard's address with its token (`?token=` once; the dashboard turns it into a cookie)."""
+        return f"http://127.0.0.1:{self.dashboard_port}/?token={self.dashboard_token}"
+
     def banner(self) -> list[str]:
         kc = self.cluster.kubeconfig
         return [f"[bold green]lahar is up.[/] API server {self.cluster.url}, data in {self.data_dir}",
@@ -256,6 +273,8 @@ class Stack:
                 f"(or export KUBECONFIG={kc})",
                 f"  Flower:   [bold]{self.flower_url}[/]  login [bold]{self.flower_login.replace(':', ' / ', 1)}[/] "
                 f"(kept in {self.flower_auth_file})    logs: {self.logs}/<process>.log",
+                *([f"  Dashboard: [bold]{self.dashboard_url}[/]  (token kept in {self.dashboard_token_file})"]
+                  if self.dashboard_port else []),
                 "  Ctrl-C stops everything; the state stays in the data dir for the next `lahar up`."]
 
     # -- supervise ------------------------------------------------------------------------------------------

@@ -130,8 +130,9 @@ def test_a_job_completes_and_everything_survives_a_restart(up: Up) -> None:
 
     info = up.start()
     children = dict(info["children"])
-    assert set(children) == {"webhook", "dispatch", "worker", "scheduler", "beat", "flower"}
+    assert set(children) == {"webhook", "dispatch", "worker", "scheduler", "beat", "flower", "dashboard"}
     assert "kubectl --kubeconfig" in up.output() and info["flower"] in up.output()
+    assert info["dashboard"] in up.output()  # the URL with its token, next to Flower's
 
     # builtin queues are Open; the example queues become Open through the queue reconciler
     assert up.jsonpath("queue", "default", "{.status.state}") == "Open"

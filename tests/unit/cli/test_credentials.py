@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,13 @@ def test_check_login(text, ok) -> None:
     else:
         with pytest.raises(credentials.CredentialsError, match="want user:password"):
             credentials.check_login(text)
+
+
+def test_the_dashboard_token_is_made_once_0600_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "data" / credentials.DASHBOARD_FILE
+    token = credentials.dashboard_token(path)
+    assert len(token) >= 24 and path.stat().st_mode & 0o777 == 0o600
+    path.chmod(0o644)
+    assert credentials.dashboard_token(path) == token and path.stat().st_mode & 0o777 == 0o600
+    path.write_text("\n")
+    assert credentials.dashboard_token(path) not in ("", token)

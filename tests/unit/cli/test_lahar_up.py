@@ -250,3 +250,12 @@ def test_demo_applies_the_jobflow_pipeline_after_its_templates() -> None:
     probe = objs["JobFlow", "pipeline"]["spec"]["flows"][2]["dependsOn"]["probe"]["httpGetList"][0]
     server = next(t for t in objs["JobTemplate", "train"]["spec"]["tasks"] if t["name"] == probe["taskName"])
     assert probe["port"] in [p["containerPort"] for p in server["template"]["spec"]["containers"][0]["ports"]]
+
+
+def test_the_dashboard_child_is_last_and_only_with_a_port(tmp_path: Path) -> None:
+    specs = ups.child_specs(python="py", webhook_port=9443, certs_dir=Path("c"), flower_port=5555, dashboard_port=8470,
+                            dashboard_token_file=tmp_path / "dashboard-token")
+    assert specs[-1].name == "dashboard" and specs[-1].argv[3:] == (
+        "dashboard", "--host", "127.0.0.1", "--port", "8470", "--token-file", str(tmp_path / "dashboard-token"))
+    assert "dashboard" not in [s.name for s in ups.child_specs(python="py", webhook_port=1, certs_dir=Path("c"),
+                                                               flower_port=2)]
