@@ -4,13 +4,15 @@ PodGroup status rewritten with no change; #3852: far more API requests in flight
 
     .venv/bin/python bench/status_writes.py                # 10 nodes, 10,000 pending pods, 5 steady sessions
     .venv/bin/python bench/status_writes.py --pods 2000    # smaller
+    .venv/bin/python bench/status_writes.py --runner       # sessions as `lahar scheduler` ticks them
 
 The cluster is the in-memory API server (`MemoryClient`) behind a client that counts every write request (create,
 update, patch, delete, bind) by verb and resource: the count a real API server's request log would show for the
 scheduler's user. Half the pods are gangs of 100 that the cluster cannot hold at once (3 cpu each on 4-cpu nodes),
 half are single pods asking 8 cpu (no node fits); and 100 PodGroups that enqueue holds back (minResources beyond the
-cluster, so their pods are not created yet). Each session is `scheduler.session.run_once` (list, session, commit;
-`lahar scheduler` keeps an informer cache instead of listing, and writes the same), counted as one per
+cluster, so their pods are not created yet). Each session is `scheduler.session.run_once` (list, session, commit), or
+with `--runner` a tick of `scheduler.tasks.Runner` (what `lahar scheduler` runs: informer cache, incremental
+snapshot, settled jobs reused), each after the informers have seen the previous one's writes; counted as one per
 `schedulePeriod` of 1 s, or back to back when it takes longer. Phases: the first session (every pending pod gets
 its condition once), steady sessions, one 2-cpu node added (fits no pending pod), the session after it, and an
 idle tick.
@@ -32,6 +34,7 @@ from lahar.kube.apiserver.memory import MemoryClient  # noqa: E402
 from lahar.scheduler.framework import conf as confs  # noqa: E402
 from lahar.scheduler.registry import in_tree_registry  # noqa: E402
 from lahar.scheduler.session import run_once  # noqa: E402
+from lahar.scheduler.tasks import Runner  # noqa: E402
 
 NS = "bench"
 WRITES = ("create", "update", "update_status", "patch", "delete", "bind")
@@ -116,9 +119,35 @@ def build(nodes: int, pods: int, held: int) -> MemoryClient:
     return c
 
 
-def session(client: Counting, conf: Any, registry: Any) -> tuple[Counter[str], float]:
+def _caught_up(runner: Runner, inner: MemoryClient) -> bool:
+    for kind in ("pods", "podgroups", "queues", "nodes"):
+        rt = runner.cache.informers[kind].rt
+        stored = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o["metadata"].get("resourceVersion")
+                  for o in inner.list(rt)["items"]}
+        seen = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o["metadata"].get("resourceVersion")
+                for o in runner.cache.informers[kind].list()}
+        if stored != seen:
+            return False
+    return True
+
+
+def _settle(runner: Runner | None, inner: MemoryClient, timeout: float = 300.0) -> None:
+    """Wait until the runner's informers hold what the store holds (the last session's writes came back)."""
+    end = time.monotonic() + timeout
+    while runner is not None and not _caught_up(runner, inner):
+        if time.monotonic() > end:
+            raise SystemExit("informers did not catch up")
+        time.sleep(0.2)
+
+
+def session(client: Counting, conf: Any, registry: Any, runner: Runner | None) -> tuple[Counter[str], float]:
+    _settle(runner, client.inner)
+    client.take()  # nothing of the setup or the wait is counted
     t0 = time.perf_counter()
-    run_once(client, conf, registry=registry)  # type: ignore[arg-type]
+    if runner is not None:
+        runner.tick()
+    else:
+        run_once(client, conf, registry=registry)  # type: ignore[arg-type]
     return client.take(), time.perf_counter() - t0
 
 
@@ -133,6 +162,7 @@ def main() -> None:
     ap.add_argument("--held", type=int, default=100, help="PodGroups held back by enqueue")
     ap.add_argument("--steady", type=int, default=5, help="steady sessions to measure")
     ap.add_argument("--period", type=float, default=1.0, help="schedulePeriod, seconds")
+    ap.add_argument("--runner", action="store_true", help="sessions as `lahar scheduler` ticks them")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -141,20 +171,27 @@ def main() -> None:
           f"{time.perf_counter() - t0:.1f} s")
     registry = in_tree_registry()
     conf = confs.default_conf(registry.plugin_names)
+    runner: Runner | None = None
+    if args.runner:
+        runner = Runner(client, registry=registry, workers=16)  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        if not runner.start(600):
+            raise SystemExit("informers did not sync")
+        print(f"runner: informers synced in {time.perf_counter() - t0:.1f} s")
 
-    first, secs = session(client, conf, registry)
+    first, secs = session(client, conf, registry, runner)
     print(f"first session ({secs:.1f} s): {sum(first.values())} writes: {_fmt(first)}")
     steady_writes, steady_secs = 0, 0.0
     for _ in range(args.steady):
-        w, secs = session(client, conf, registry)
+        w, secs = session(client, conf, registry, runner)
         steady_writes += sum(w.values())
         print(f"steady session ({secs:.1f} s): {sum(w.values())} writes: {_fmt(w)}")
         steady_secs += max(secs, args.period)  # one session per period, or back to back when slower
     rate = steady_writes / steady_secs
     _add_node(client.inner, "n-added", "2")
-    added, secs = session(client, conf, registry)
+    added, secs = session(client, conf, registry, runner)
     pod_status = sum(v for k, v in added.items() if k.startswith("patch pods/status"))
-    idle, _ = session(client, conf, registry)
+    idle, _ = session(client, conf, registry, runner)
     print(f"after adding a node ({secs:.1f} s): {sum(added.values())} writes: {_fmt(added)}")
     print()
     print("| measure | target | measured |")
@@ -163,6 +200,8 @@ def main() -> None:
     print(f"| adding a node: pod-status rewrites | 0 | {pod_status} |")
     print(f"| idle tick: writes | 0 | {sum(idle.values())} |")
     print(f"| first session: writes per pending pod | — | {sum(first.values()) / args.pods:.2f} |")
+    if runner is not None:
+        runner.stop()
 
 
 if __name__ == "__main__":
