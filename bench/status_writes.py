@@ -5,10 +5,12 @@ PodGroup status rewritten with no change; #3852: far more API requests in flight
     .venv/bin/python bench/status_writes.py                # 10 nodes, 10,000 pending pods, 5 steady sessions
     .venv/bin/python bench/status_writes.py --pods 2000    # smaller
     .venv/bin/python bench/status_writes.py --runner       # sessions as `lahar scheduler` ticks them
+    .venv/bin/python bench/status_writes.py --devcluster   # against `lahar devcluster` (cpu-small) over HTTPS
 
-The cluster is the in-memory API server (`MemoryClient`) behind a client that counts every write request (create,
-update, patch, delete, bind) by verb and resource: the count a real API server's request log would show for the
-scheduler's user. Half the pods are gangs of 100 that the cluster cannot hold at once (3 cpu each on 4-cpu nodes),
+The cluster is the in-memory API server (`MemoryClient`), or with `--devcluster` a `lahar devcluster` process with
+simulated cpu-small nodes reached over HTTPS, behind a client that counts every write request (create, update,
+patch, delete, bind) by verb and resource: the count an API server's request log would show for the scheduler's
+user. Half the pods are gangs of 100 that the cluster cannot hold at once (3 cpu each on 4-cpu nodes),
 half are single pods asking 8 cpu (no node fits); and 100 PodGroups that enqueue holds back (minResources beyond the
 cluster, so their pods are not created yet). Each session is `scheduler.session.run_once` (list, session, commit), or
 with `--runner` a tick of `scheduler.tasks.Runner` (what `lahar scheduler` runs: informer cache, incremental
@@ -22,15 +24,27 @@ Targets: steady state ≤ 5 writes/s, adding a node 0 pod-status rewrites, an id
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lahar.kube import errors, kubeconfig  # noqa: E402
 from lahar.kube.apiserver.memory import MemoryClient  # noqa: E402
+from lahar.kube.rest import RestClient  # noqa: E402
 from lahar.scheduler.framework import conf as confs  # noqa: E402
 from lahar.scheduler.registry import in_tree_registry  # noqa: E402
 from lahar.scheduler.session import run_once  # noqa: E402
@@ -44,7 +58,7 @@ GANG = 100
 class Counting:
     """The cluster client port with every write request counted by (verb, resource)."""
 
-    def __init__(self, inner: MemoryClient) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.registry = inner.registry
         self.writes: Counter[str] = Counter()
@@ -73,7 +87,7 @@ def _node(name: str, cpu: str) -> dict[str, Any]:
                                    "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def _add_node(c: MemoryClient, name: str, cpu: str) -> None:
+def _add_node(c: Any, name: str, cpu: str) -> None:
     rt = c.registry.get("", "v1", "nodes")
     built = _node(name, cpu)
     n = c.create(rt, built)
@@ -96,30 +110,90 @@ def _podgroup(name: str, min_member: int, *, phase: str = "Inqueue", cpu: str = 
             "metadata": {"name": name, "namespace": NS}, "spec": spec, "status": {"phase": phase}}
 
 
-def build(nodes: int, pods: int, held: int) -> MemoryClient:
-    c = MemoryClient.with_crds()
+def populate(c: Any, nodes: int, pods: int, held: int) -> None:
+    """The namespace, the default queue, the PodGroups and their pods (8 writers at once)."""
     reg = c.registry
     c.create(reg.get("", "v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    c.create(reg.get("scheduling.volcano.sh", "v1beta1", "queues"), {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
-        "spec": {"weight": 1, "reclaimable": True}})
-    for i in range(nodes):
-        _add_node(c, f"n{i}", "4")
+    with contextlib.suppress(errors.AlreadyExists):
+        c.create(reg.get("scheduling.volcano.sh", "v1beta1", "queues"), {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+            "spec": {"weight": 1, "reclaimable": True}})
     pg_rt, pods_rt = reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"), reg.get("", "v1", "pods")
     gangs = (pods // 2) // GANG
-    for g in range(gangs):
+
+    def gang(g: int) -> None:
         c.create(pg_rt, _podgroup(f"gang{g}", GANG), namespace=NS)
         for i in range(GANG):
             c.create(pods_rt, _pod(f"gang{g}-{i}", f"gang{g}", "3"), namespace=NS)
-    for s in range(pods - gangs * GANG):
+
+    def single(s: int) -> None:
         c.create(pg_rt, _podgroup(f"big{s}", 1), namespace=NS)
         c.create(pods_rt, _pod(f"big{s}", f"big{s}", "8"), namespace=NS)
-    for h in range(held):
-        c.create(pg_rt, _podgroup(f"held{h}", 4, phase="Pending", cpu=str(nodes * 8)), namespace=NS)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(gang, range(gangs)))
+        list(pool.map(single, range(pods - gangs * GANG)))
+        list(pool.map(lambda h: c.create(pg_rt, _podgroup(f"held{h}", 4, phase="Pending", cpu=str(nodes * 8)),
+                                         namespace=NS), range(held)))
+
+
+def build(nodes: int, pods: int, held: int) -> MemoryClient:
+    c = MemoryClient.with_crds()
+    for i in range(nodes):
+        _add_node(c, f"n{i}", "4")
+    populate(c, nodes, pods, held)
     return c
 
 
-def _caught_up(runner: Runner, inner: MemoryClient) -> bool:
+@contextlib.contextmanager
+def devcluster(nodes: int) -> Iterator[Any]:
+    """`lahar devcluster` in its own process with `nodes` cpu-small nodes (4 cpu, 8Gi) and Volcano's PodGroup and
+    Queue CRDs applied; yields a client over HTTPS."""
+    root = Path(__file__).resolve().parents[1]
+    work = Path(tempfile.mkdtemp(prefix="lahar-bench-status-"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = open(work / "devcluster.log", "ab")  # noqa: SIM115 - the child keeps its own descriptor
+    proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "devcluster", "--port", str(port), "--data-dir",
+                             str(work / "dc"), "--profile", "cpu-small", "--nodes", str(nodes)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(root), LAHAR_LOG_LEVEL="WARNING"))
+    log.close()
+
+    def wait(what: str, fn: Any, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if fn():
+                    return
+            time.sleep(0.2)
+        raise SystemExit(f"timed out waiting for {what}; see {work / 'devcluster.log'}")
+
+    try:
+        wait("devcluster's kubeconfig", lambda: (work / "dc" / "kubeconfig").exists())
+        client = RestClient(kubeconfig.load(work / "dc" / "kubeconfig"), pool_size=64)
+        reg = client.registry
+        wait(f"{nodes} nodes", lambda: len(client.list(reg.get("", "v1", "nodes"))["items"]) >= nodes)
+        crd_rt = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml"):
+            with contextlib.suppress(errors.AlreadyExists):
+                client.create(crd_rt, yaml.safe_load((root / "deploy" / "crds" / name).read_text()))
+        wait("the PodGroup CRD", lambda: client.list(reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"))
+             is not None)
+        yield client
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def _caught_up(runner: Runner, inner: Any) -> bool:
     for kind in ("pods", "podgroups", "queues", "nodes"):
         rt = runner.cache.informers[kind].rt
         stored = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o["metadata"].get("resourceVersion")
@@ -131,7 +205,7 @@ def _caught_up(runner: Runner, inner: MemoryClient) -> bool:
     return True
 
 
-def _settle(runner: Runner | None, inner: MemoryClient, timeout: float = 300.0) -> None:
+def _settle(runner: Runner | None, inner: Any, timeout: float = 300.0) -> None:
     """Wait until the runner's informers hold what the store holds (the last session's writes came back)."""
     end = time.monotonic() + timeout
     while runner is not None and not _caught_up(runner, inner):
@@ -163,12 +237,21 @@ def main() -> None:
     ap.add_argument("--steady", type=int, default=5, help="steady sessions to measure")
     ap.add_argument("--period", type=float, default=1.0, help="schedulePeriod, seconds")
     ap.add_argument("--runner", action="store_true", help="sessions as `lahar scheduler` ticks them")
+    ap.add_argument("--devcluster", action="store_true", help="against `lahar devcluster` over HTTPS")
     args = ap.parse_args()
+    if args.devcluster:
+        with devcluster(args.nodes) as rest:
+            t0 = time.perf_counter()
+            populate(rest, args.nodes, args.pods, args.held)
+            measure(args, Counting(rest), t0, "devcluster")
+    else:
+        t0 = time.perf_counter()
+        measure(args, Counting(build(args.nodes, args.pods, args.held)), t0, "in-memory")
 
-    t0 = time.perf_counter()
-    client = Counting(build(args.nodes, args.pods, args.held))
-    print(f"cluster: {args.nodes} nodes, {args.pods} pending pods, {args.held} PodGroups held at enqueue, built in "
-          f"{time.perf_counter() - t0:.1f} s")
+
+def measure(args: argparse.Namespace, client: Counting, t0: float, where: str) -> None:
+    print(f"cluster ({where}): {args.nodes} nodes, {args.pods} pending pods, {args.held} PodGroups held at enqueue, "
+          f"built in {time.perf_counter() - t0:.1f} s")
     registry = in_tree_registry()
     conf = confs.default_conf(registry.plugin_names)
     runner: Runner | None = None
