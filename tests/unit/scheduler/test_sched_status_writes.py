@@ -4,6 +4,7 @@ pure "write or not" rules of `framework.status` as tables."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -15,6 +16,7 @@ from lahar.scheduler.framework import status
 from lahar.scheduler.framework.snapshot import FitErrors
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
+from lahar.scheduler.tasks import Runner
 from tests.builders import node, pod, podgroup, queue
 
 _WRITES = ("create", "update", "update_status", "patch", "delete", "bind")
@@ -96,6 +98,39 @@ def test_adding_a_node_rewrites_no_pod_status() -> None:
     assert got[("patch", "pods")] == 0, got
     assert got[("patch", "podgroups")] == 0, got
     assert sum(got.values()) == 0, got  # nor Events: their text changed, but the pods' conditions did not
+
+
+def _caught_up(runner: Runner, inner: MemoryClient) -> bool:
+    for kind in ("pods", "podgroups", "queues", "nodes"):
+        rt = runner.cache.informers[kind].rt
+        stored = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in inner.list(rt)["items"]}
+        if stored != {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                      for o in runner.cache.informers[kind].list()}:
+            return False
+    return True
+
+
+def test_lahar_schedulers_ticks_write_nothing_once_settled_even_after_a_node_joins() -> None:
+    """The same through `scheduler.tasks.Runner` (informer cache, incremental snapshot, settled jobs reused)."""
+    client = Counting(_cluster(2))
+    runner = Runner(client, workers=2)  # type: ignore[arg-type]
+    assert runner.start(10)
+    try:
+        def tick() -> Counter[tuple[str, str]]:
+            deadline = time.monotonic() + 30
+            while not _caught_up(runner, client.inner):
+                assert time.monotonic() < deadline, "informers did not catch up"
+                time.sleep(0.05)
+            client.take()
+            runner.tick()
+            return client.take()
+
+        assert tick()[("patch", "pods")] == (3 + 4 + 5) + 4
+        assert tick() == Counter()
+        _add_node(client.inner, "n-new", cpu="2")
+        assert tick() == Counter()
+    finally:
+        runner.stop()
 
 
 def test_the_failed_scheduling_event_keeps_the_counts_and_aggregates_repeats() -> None:
