@@ -1,5 +1,6 @@
 """Apply one session's `Decisions` to the cluster: evictions, binds (concurrently, through `pods/binding`), PodGroup
-status, `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and `queue.status.allocated`.
+status, `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and each queue's `status.allocated`
+with its PodGroup counters. Only what `Session.close` found changed is written (framework/status.py).
 
 The thin I/O shell after `run_session`; a failed bind undoes nothing — the gang's remaining pods are placed by the
 next session, which sees the pods that did bind.
@@ -182,10 +183,10 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
                               subresource="status")
             except errors.ApiError:
                 return 0
-            if events and c.reason == "Unschedulable":
+            if events and c.reason == "Unschedulable":  # the per-reason node counts live here, not in the condition
                 record_event(client, {"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": c.name, "namespace": c.namespace, "uid": c.uid}}, "Warning", "FailedScheduling",
-                    c.message, now=now)
+                    c.event_message or c.message, now=now)
             return 1
 
         out.pods_updated = sum(pool.map(write_pod, decisions.pod_conditions))
@@ -193,7 +194,9 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
     if q_rt is not None:
         for name in decisions.queues_changed:
             try:
-                client.patch(q_rt, name, {"status": {"allocated": decisions.queues[name]}},
+                counts = decisions.queue_counts.get(name) or {}
+                status = {"allocated": decisions.queues[name], **{k: (v or None) for k, v in counts.items()}}
+                client.patch(q_rt, name, {"status": status},  # a zero counter is removed (omitempty)
                              subresource="status" if "status" in q_rt.subresources else None)
                 out.queues_written += 1
             except errors.ApiError as exc:

@@ -32,7 +32,7 @@ from lahar.scheduler.framework.snapshot import (
     node_kind,
 )
 from lahar.scheduler.framework.statement import Statement
-from lahar.scheduler.framework.status import PodCondition, PodGroupUpdate, close_job, queue_allocated
+from lahar.scheduler.framework.status import PodCondition, PodGroupUpdate, close_job, queue_status
 
 __all__ = ["Bind", "Closed", "Decisions", "Eviction", "PodCondition", "PodGroupUpdate", "Session"]
 
@@ -81,6 +81,8 @@ class Decisions:
     pod_conditions: list[PodCondition] = field(default_factory=list)
     queues: dict[str, dict[str, str]] = field(default_factory=dict)
     queues_changed: list[str] = field(default_factory=list)
+    # queue → its PodGroups per phase counter (pending, inqueue, running, unknown, completed), from this session
+    queue_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     # pod uid → annotations written with its bind (Binding metadata, applied with the node assignment): device
@@ -526,10 +528,14 @@ class Session:
             job.closed = None  # a write (with this session's times and ids), or inputs only this session had
 
     def _queue_status(self) -> None:
-        """queue.status.allocated (`status.queue_allocated`, pure)."""
-        allocated, changed = queue_allocated(list(self.jobs.values()), self.queues, self.resources)
-        self.decisions.queues.update(allocated)
-        self.decisions.queues_changed.extend(changed)
+        """queue.status.allocated and the PodGroup counts per phase, from the phases this close computed
+        (`status.queue_status`, pure)."""
+        d = self.decisions
+        phases = {uid: (upd.status.get("phase") or "") for uid, upd in d.podgroups.items()}
+        allocated, counts, changed = queue_status(list(self.jobs.values()), self.queues, self.resources, phases)
+        d.queues.update(allocated)
+        d.queue_counts.update(counts)
+        d.queues_changed.extend(changed)
 
 
 _CLOSE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}

@@ -183,13 +183,17 @@ class FitErrors:
         self.reasons: Counter[str] = reasons if reasons is not None else Counter()
         self.error = error
 
-    def message(self) -> str:
+    def message(self, *, counts: bool = True) -> str:
+        """kube-scheduler's text ("0/3 nodes are available: 3 Insufficient cpu."), or with `counts=False` the same
+        reasons without the node counts ("no node is available: Insufficient cpu."): what a pod's condition carries,
+        so a node joining or leaving does not rewrite every pending pod's status (volcano#3072)."""
         if self.error and not self.reasons:
             return self.error
-        head = f"0/{self.total} nodes are available"
+        head = f"0/{self.total} nodes are available" if counts else "no node is available"
         if not self.reasons:
             return head
-        return f"{head}: {', '.join(sorted(f'{n} {r}' for r, n in self.reasons.items()))}."
+        parts = sorted(f"{n} {r}" for r, n in self.reasons.items()) if counts else sorted(self.reasons)
+        return f"{head}: {', '.join(parts)}."
 
 
 class Job:
@@ -372,10 +376,11 @@ class Job:
             return np.zeros_like(self.allocated)
         return np.maximum(self.allocated - self.min_resources, 0.0)
 
-    def fit_error(self) -> str:
+    def fit_error(self, *, counts: bool = True) -> str:
         """Volcano JobInfo.FitError: status histogram and minAvailable, the pending tasks (each Unschedulable), then
         the origin: the first task with per-node fit errors ("0/4 nodes are available: 4 Insufficient cpu."), else
-        why enqueue held the job back (the plugins' Unschedulable events)."""
+        why enqueue held the job back (the plugins' Unschedulable events). `counts=False`: the origin without node counts
+        (`FitErrors.message`), for the PodGroup's condition."""
         hist = [f"{len(ts)} {s}" for s, ts in self.index.items() if ts]
         hist.append(f"{self.min_available} minAvailable")
         msg = f"pod group is {'ready' if self.is_ready() else 'not ready'}, {', '.join(sorted(hist))}"
@@ -385,7 +390,7 @@ class Job:
         for uid, task in self.tasks.items():
             fe = self.fit_errors.get(uid)
             if fe is not None:
-                return f"{msg}. Origin reason is {task.name}: {fe.message()}"
+                return f"{msg}. Origin reason is {task.name}: {fe.message(counts=counts)}"
         held = [m for _, reason, m in self.events if reason == "Unschedulable"]
         if held:
             msg += f". Origin reason is: {held[-1]}"

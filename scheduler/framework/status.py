@@ -1,8 +1,11 @@
 """The status writes a session's result asks for, computed purely: each closing job's PodGroup status (phase,
-counts, conditions) and events, its pods' `PodScheduled=False` conditions, and each queue's `status.allocated`.
+counts, conditions) and events, its pods' `PodScheduled=False` conditions, and each queue's `status.allocated` and
+PodGroup counts per phase.
 
-`Session.close` (framework/session.py) calls `close_job` per job it does not reuse and `queue_allocated` once;
-`scheduler.commit` writes what changed. Volcano's jobStatus / UpdatePodGroupCondition / queue status rules.
+`Session.close` (framework/session.py) calls `close_job` per job it does not reuse and `queue_status` once;
+`scheduler.commit` writes what changed. Volcano's jobStatus / UpdatePodGroupCondition / queue status rules, with
+one rule of lahar's own: a status is written only when its meaning changes (volcano#3072, #3080). Conditions carry
+no counts that change with the cluster's size; those go into the aggregated FailedScheduling Event.
 """
 
 from __future__ import annotations
@@ -14,8 +17,12 @@ from typing import Any
 from lahar.scheduler.framework.nodes import EPSILON, ResourceIndex
 from lahar.scheduler.framework.snapshot import ALLOCATED, TERMINATED, Job, Queue, TaskStatus, sum_by_queue
 
-__all__ = ["JobClose", "PodCondition", "PodGroupUpdate", "close_job", "job_status", "pod_condition_changed",
-           "queue_allocated", "status_changed"]
+__all__ = ["PHASE_COUNTERS", "JobClose", "PodCondition", "PodGroupUpdate", "close_job", "job_status",
+           "pod_condition_changed", "queue_allocated", "queue_counts_changed", "queue_status", "status_changed"]
+
+# PodGroup phase → the Queue status counter (Volcano QueueStatus: pending, running, unknown, inqueue, completed).
+PHASE_COUNTERS = {"Pending": "pending", "Running": "running", "Unknown": "unknown", "Inqueue": "inqueue",
+                  "Completed": "completed"}
 
 
 @dataclass(slots=True)
@@ -31,7 +38,8 @@ class PodGroupUpdate:
 
 @dataclass(frozen=True, slots=True)
 class PodCondition:
-    """`PodScheduled=False` for a pod left pending (or pipelined, with its nominated node)."""
+    """`PodScheduled=False` for a pod left pending (or pipelined, with its nominated node). `message` has no node
+    counts; `event_message` (the FailedScheduling Event's) has them, as kube-scheduler's FitError text."""
 
     namespace: str
     name: str
@@ -39,6 +47,7 @@ class PodCondition:
     reason: str
     message: str
     nominated_node: str = ""
+    event_message: str = ""
 
 
 @dataclass(slots=True)
@@ -105,9 +114,14 @@ def status_changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     return sorted(map(_cond_key, nc), key=str) != sorted(map(_cond_key, oc), key=str)
 
 
-def pod_condition_changed(pod: Mapping[str, Any], reason: str, message: str) -> bool:
-    """Whether the pod's stored `PodScheduled` condition differs from `False` with this reason and message."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
+def pod_condition_changed(pod: Mapping[str, Any], reason: str, message: str, nominated_node: str = "") -> bool:
+    """Whether writing `PodScheduled=False` with this reason and message (and nominated node) would change the pod:
+    the stored condition differs in status, reason or message (its lastTransitionTime does not count), or the
+    nominated node differs. Write only when this says so."""
+    status = pod.get("status") or {}
+    if (status.get("nominatedNodeName") or "") != nominated_node:
+        return True
+    for c in status.get("conditions") or []:
         if c.get("type") == "PodScheduled":
             return not (c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message)
     return True
@@ -124,6 +138,15 @@ def _events(job: Job, status: Mapping[str, Any], old: Mapping[str, Any]) -> list
     elif status.get("phase") == "Running" and old.get("phase") != "Running":
         events.append(("Normal", "Scheduled", "pod group is ready"))
     return events
+
+
+def _news(events: Sequence[tuple[str, str, str]], old: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The events of a job whose status did not change, less the plugins' Unschedulable ones that the stored
+    Unschedulable condition already carries (enqueue holding the job back again, every session): re-sending them
+    would be a write per held job per tick for no news."""
+    said = [c.get("message") or "" for c in old.get("conditions") or ()
+            if c.get("type") == "Unschedulable" and c.get("status") == "True"]
+    return [e for e in events if not (e[1] == "Unschedulable" and e[2] and any(e[2] in m for m in said))]
 
 
 def _pod_conditions(job: Job) -> list[PodCondition]:
@@ -143,11 +166,13 @@ def _pod_conditions(job: Job) -> list[PodCondition]:
                 reason, msg, nominated = ("Schedulable",
                                           f"Pod {t.key} can possibly be assigned to {t.node_name} once resource "
                                           "is released", t.node_name)
+                full = msg
             else:
                 fe = job.fit_errors.get(t.uid) or by_role.get(t.role)  # skipped by allocate's role cache
-                reason, msg, nominated = "Unschedulable", (fe.message() if fe else base), ""
-            if pod_condition_changed(t.pod, reason, msg):
-                out.append(PodCondition(t.namespace, t.name, t.uid, reason, msg, nominated))
+                reason, nominated = "Unschedulable", ""
+                msg, full = (fe.message(counts=False), fe.message()) if fe else (base, base)
+            if pod_condition_changed(t.pod, reason, msg, nominated):
+                out.append(PodCondition(t.namespace, t.name, t.uid, reason, msg, nominated, full))
     return out
 
 
@@ -158,7 +183,7 @@ def close_job(job: Job, session_uid: str) -> JobClose:
     old = dict(job.podgroup.get("status") or {})
     status = job_status(job, old, session_uid)
     changed = status_changed(status, old)
-    events = _events(job, status, old) if changed else list(job.events)
+    events = _events(job, status, old) if changed else _news(job.events, old)
     update = PodGroupUpdate(job.namespace, job.name, status if changed else old, changed, events)
     conditions = _pod_conditions(job)
     reusable = not (changed or events or job.fit_errors or job.phase != (old.get("phase") or ""))
@@ -201,3 +226,29 @@ def queue_allocated(jobs: Sequence[Job], queues: Mapping[str, Queue],
         if _normal(current, resources) != _normal(rl, resources):
             changed.append(name)
     return out, changed
+
+
+def queue_counts_changed(stored: Mapping[str, Any], counts: Mapping[str, int]) -> bool:
+    """Whether the queue's stored PodGroup counters differ from `counts` (a missing counter is 0, as Volcano's
+    omitempty leaves it)."""
+    return any(int(stored.get(k) or 0) != int(counts.get(k) or 0) for k in PHASE_COUNTERS.values())
+
+
+def queue_status(jobs: Sequence[Job], queues: Mapping[str, Queue], resources: ResourceIndex,
+                 phases: Mapping[str, str]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, int]], list[str]]:
+    """(queue → `status.allocated`, queue → PodGroup counts per phase, the queues whose stored status differs in
+    either). `phases`: job uid → the PodGroup phase this session computed (the stored one for a job not in it).
+    The counts are each queue's own PodGroups (not rolled up, as the queue controller counts them); allocated is
+    rolled up the parent chain (`queue_allocated`). Both come from the same session, so they agree (volcano#3137,
+    #4584: allocated and the counters wrong or always 0)."""
+    allocated, changed = queue_allocated(jobs, queues, resources)
+    counts: dict[str, dict[str, int]] = {name: dict.fromkeys(PHASE_COUNTERS.values(), 0) for name in queues}
+    for job in jobs:
+        key = PHASE_COUNTERS.get(phases.get(job.uid, job.phase) or "")
+        if key and job.queue in counts:
+            counts[job.queue][key] += 1
+    dirty = set(changed)
+    for name, c in counts.items():
+        if queue_counts_changed((queues[name].queue.get("status") or {}), c):
+            dirty.add(name)
+    return allocated, counts, [name for name in queues if name in dirty]

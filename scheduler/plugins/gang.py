@@ -82,7 +82,7 @@ class Gang:
                     continue
                 schedulable = job.ready_task_num() + job.count(TaskStatus.PIPELINED)
                 unready = job.min_available - schedulable
-                msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job.fit_error()}"
+                msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job.fit_error(counts=False)}"
                 job.job_fit_error = msg
                 ssn.update_podgroup_condition(job, {
                     "type": "Unschedulable", "status": "True", "lastTransitionTime": ssn.now(),

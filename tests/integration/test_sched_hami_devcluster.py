@@ -64,7 +64,8 @@ def test_hami_requests_schedule_and_pending_pods_say_why(cluster: RestClient) ->
     assert not pending["spec"].get("nodeName")
     per_node = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
     cond = next(c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", per_node)
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable",
+                                                                 "no node is available: Insufficient nvidia.com/gpu.")
     events = client.list(client.registry.get("", "v1", "events"), namespace="default")["items"]
     failed = [e for e in events if e["involvedObject"]["name"] == "too-many" and e["reason"] == "FailedScheduling"]
     assert [e["message"] for e in failed] == [per_node]

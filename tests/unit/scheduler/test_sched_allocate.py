@@ -258,9 +258,11 @@ def test_gang_unschedulable_condition_and_pod_reasons() -> None:
     assert cond["reason"] == "NotEnoughResources"
     assert cond["message"].startswith("4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, "
                                       "4 minAvailable; Pending: ")
-    msgs = {c.name: c.message for c in d.pod_conditions}
-    assert msgs["p-0"] == ("0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
-                           "3 Insufficient cpu.")
+    by_name = {c.name: c for c in d.pod_conditions}  # the condition names the reasons, the Event also counts them
+    assert by_name["p-0"].message == ("no node is available: Insufficient cpu, node(s) had untolerated taint "
+                                      "{dedicated: infra}.")
+    assert by_name["p-0"].event_message == ("0/4 nodes are available: 1 node(s) had untolerated taint "
+                                            "{dedicated: infra}, 3 Insufficient cpu.")
     assert {c.reason for c in d.pod_conditions} == {"Unschedulable"}
     assert any(e[1] == "Unschedulable" for e in pg.events)
 

@@ -26,7 +26,7 @@ def message(nodes: list[Any], size: int = 3, cpu: str = "1") -> str:
                            queues=_objs([queue("q1")]))
     d = run_session(snap, c, registry=registry, uid="ssn-1")
     assert d.binds == []
-    return d.pod_conditions[0].message
+    return d.pod_conditions[0].event_message
 
 
 CASES = [

@@ -89,7 +89,7 @@ def schedule(pods: list[Any], nodes: list[Any], pgs: list[Any], conf: str = CONF
     """binds, and the PodScheduled message per pending pod name."""
     d = run(pods=pods, nodes=nodes, podgroups=[*pgs, podgroup("running").min(0).phase("Running")],
             queues=[queue("c1")], conf=conf)
-    return d.bind_map(), {c.name: c.message for c in d.pod_conditions}
+    return d.bind_map(), {c.name: c.event_message for c in d.pod_conditions}  # the FailedScheduling text, per node
 
 
 # --- node selector / required node affinity (nodeaffinity filter table shapes) ----------------------------------

@@ -114,8 +114,9 @@ def test_a_gang_left_pending_with_fit_errors_gets_unschedulable_event_and_pod_co
     assert got.update.changed and got.update.status["phase"] == "Inqueue"
     assert [e[1] for e in got.update.events] == ["Unschedulable"]
     assert "2/2 tasks in gang unschedulable" in got.update.events[0][2]
-    messages = {c.name: c.message for c in got.conditions}
-    assert messages[t0.name] == "0/1 nodes are available: 1 Insufficient cpu."
+    by_name = {c.name: c for c in got.conditions}
+    assert by_name[t0.name].message == "no node is available: Insufficient cpu."  # no node counts (volcano#3072)
+    assert by_name[t0.name].event_message == "0/1 nodes are available: 1 Insufficient cpu."  # the Event has them
     assert all(c.reason == "Unschedulable" for c in got.conditions)
     assert not got.reusable
 
