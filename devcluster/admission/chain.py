@@ -147,17 +147,17 @@ class WebhookAdmission:
         call = AdmissionCall.from_attributes(attrs)
         # matchConditions before any call is started, as kube's validating dispatcher does: a webhook they exclude
         # costs no review, no thread and no connection (a pod of another scheduler never waits on lahar)
-        relevant = [hook for _config, hook in hooks
-                    if self._should_call(hook, call) and match_conditions(hook, call, _lazy_request(call))]
+        relevant = [(hook, matched) for _config, hook in hooks if self._should_call(hook, call)
+                    for matched in [self._conditions_hold(hook, call)] if matched is not False]
         if not relevant:
             return
         warnings = _warnings_list(attrs)
         if len(relevant) == 1:
-            self._call(relevant[0], call, mutating=False, warnings=warnings, matched=True)
+            self._call(relevant[0][0], call, mutating=False, warnings=warnings, matched=bool(relevant[0][1]))
             return
         per_hook: list[list[str]] = [[] for _ in relevant]
-        futures = [self._pool.submit(self._call, hook, call, mutating=False, warnings=w, matched=True)
-                   for hook, w in zip(relevant, per_hook, strict=True)]
+        futures = [self._pool.submit(self._call, hook, call, mutating=False, warnings=w, matched=bool(matched))
+                   for (hook, matched), w in zip(relevant, per_hook, strict=True)]
         first: BaseException | None = None
         for future, hook_warnings in zip(futures, per_hook, strict=True):  # configuration order: deterministic
             try:
@@ -173,6 +173,15 @@ class WebhookAdmission:
 
     def _should_call(self, hook: Obj, call: AdmissionCall) -> bool:
         return webhook_matches(hook, call, self._namespace_labels)
+
+    @staticmethod
+    def _conditions_hold(hook: Obj, call: AdmissionCall) -> bool | None:
+        """The webhook's matchConditions: True or False, or None when they failed to evaluate under failurePolicy
+        Fail (the call re-evaluates them in its slot, so the error is reported in configuration order)."""
+        try:
+            return match_conditions(hook, call, _lazy_request(call))
+        except errors.ApiError:
+            return None
 
     def _namespace_labels(self, name: str) -> Mapping[str, str]:
         ns_rt = _rt(getattr(self.store, "registry", None), "Namespace", "namespaces", group="")
