@@ -22,6 +22,7 @@ __all__ = [
     "HYPERNODE_TREE",
     "ON_SERVED",
     "KINDS",
+    "ORPHANS_KIND",
     "RESOURCES",
     "Work",
     "exit_code",
@@ -34,6 +35,7 @@ Obj = dict[str, Any]
 
 KINDS = ("Job", "PodGroup", "Queue", "CronJob", "Command", "Pod", "JobFlow", "JobTemplate", "Node", "HyperNode",
          "ConfigMap")
+ORPHANS_KIND = "PodGroupGC"  # controllers/orphans.KIND: the collector of orphaned PodGroups
 # kind → (group, version, plural) of what the dispatcher watches and the resync lists
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
@@ -227,6 +229,9 @@ def _route_pod(event: str, pod: Obj, old: Obj | None, *, siblings: Sequence[Obj]
             and not ann.get(labels.GROUP_NAME_ANNOTATION)):
         # a plain pod for one of our schedulers: the podgroup reconciler gives it a PodGroup (spec §3)
         return [Work(Key("PodGroup", ns, podgroup_name(pod)))]
+    if event == DELETED and ann.get(labels.GROUP_NAME_ANNOTATION):
+        # its PodGroup may have no pods left: controllers/orphans.py starts its no-pods clock
+        return [Work(Key(ORPHANS_KIND, ns, ann[labels.GROUP_NAME_ANNOTATION]))]
     return []
 
 
@@ -242,6 +247,8 @@ def _route_podgroup(event: str, pg: Obj, old: Obj | None) -> list[Work]:
     out: list[Work] = []
     if str(_meta(pg).get("name", "")).startswith(labels.PODGROUP_NAME_PREFIX) and event in (ADDED, RESYNC):
         out.append(Work(Key("PodGroup", ns, _meta(pg)["name"])))  # a plain workload's: its owner may be gone
+    if event in (ADDED, RESYNC):
+        out.append(Work(Key(ORPHANS_KIND, ns, _meta(pg)["name"])))  # owner or pods gone (controllers/orphans.py)
     job_name = job_of(pg)
     if job_name and (event != MODIFIED or before != after or _meta(old).get("generation") != _meta(pg).get("generation")):
         items = ({"event": "Unknown"},) if event == MODIFIED and after == "Unknown" and before != "Unknown" else ()

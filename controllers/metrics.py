@@ -44,7 +44,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 KINDS = frozenset({"Job", "PodGroup", "Queue", "CronJob", "Command", "GC", "JobFlow", "JobTemplate",
-                   "HyperNodeTree"})  # = RECONCILERS
+                   "HyperNodeTree", "PodGroupGC"})  # = RECONCILERS
 # Volcano's pkg/controllers/job/state counters: incremented when a Job enters the phase (exported, like Go's client,
 # without the `_total` Python's client appends, so typed gauge: see scheduler.metrics.EXACT_COUNTERS)
 PHASE_COUNTERS = {"Completed": "volcano_job_completed_phase_count", "Failed": "volcano_job_failed_phase_count"}

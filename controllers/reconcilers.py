@@ -1,7 +1,7 @@
 """The controller table: each Volcano kind's `reconcile(ctx, namespace, name)`, and the one call that routes a key.
 
 Called by the worker's task shell (`lahar.worker`); the reconcilers themselves live one module per kind beside this.
-"GC" is keyed by the Job it may delete, "HyperNodeTree" is one key for the whole HyperNode tree, "PodGroup" by the plain pod that needs a PodGroup (spec/volcano.md §3).
+"GC" is keyed by the Job it may delete, "HyperNodeTree" is one key for the whole HyperNode tree, "PodGroup" by the plain pod that needs a PodGroup (spec/volcano.md §3), "PodGroupGC" by any PodGroup (orphans).
 """
 
 from __future__ import annotations
@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from lahar.controllers import commands, cronjobs, gc, hypernodes, jobflows, jobs, jobtemplates, podgroups, queues
+from lahar.controllers import (
+    commands,
+    cronjobs,
+    gc,
+    hypernodes,
+    jobflows,
+    jobs,
+    jobtemplates,
+    orphans,
+    podgroups,
+    queues,
+)
 from lahar.controllers.context import Context, PermanentError, Result
 
 __all__ = ["RECONCILERS", "Reconciler", "reconcile"]
@@ -26,6 +37,7 @@ RECONCILERS: Mapping[str, Reconciler] = MappingProxyType({
     "JobFlow": jobflows.reconcile,
     "JobTemplate": jobtemplates.reconcile,
     hypernodes.KIND: hypernodes.reconcile,
+    orphans.KIND: orphans.reconcile,
 })
 
 

@@ -151,16 +151,19 @@ class WebhookAdmission:
         if not hooks:
             return
         call = AdmissionCall.from_attributes(attrs)
-        relevant = [hook for _config, hook in hooks if self._should_call(hook, call)]
+        # matchConditions before any call is started, as kube's validating dispatcher does: a webhook they exclude
+        # costs no review, no thread and no connection (a pod of another scheduler never waits on lahar)
+        relevant = [(hook, matched) for _config, hook in hooks if self._should_call(hook, call)
+                    for matched in [self._conditions_hold(hook, call)] if matched is not False]
         if not relevant:
             return
         warnings = _warnings_list(attrs)
         if len(relevant) == 1:
-            self._call(relevant[0], call, mutating=False, warnings=warnings)
+            self._call(relevant[0][0], call, mutating=False, warnings=warnings, matched=bool(relevant[0][1]))
             return
         per_hook: list[list[str]] = [[] for _ in relevant]
-        futures = [self._pool.submit(self._call, hook, call, mutating=False, warnings=w)
-                   for hook, w in zip(relevant, per_hook, strict=True)]
+        futures = [self._pool.submit(self._call, hook, call, mutating=False, warnings=w, matched=bool(matched))
+                   for (hook, matched), w in zip(relevant, per_hook, strict=True)]
         first: BaseException | None = None
         for future, hook_warnings in zip(futures, per_hook, strict=True):  # configuration order: deterministic
             try:
@@ -176,6 +179,15 @@ class WebhookAdmission:
 
     def _should_call(self, hook: Obj, call: AdmissionCall) -> bool:
         return webhook_matches(hook, call, self._namespace_labels)
+
+    @staticmethod
+    def _conditions_hold(hook: Obj, call: AdmissionCall) -> bool | None:
+        """The webhook's matchConditions: True or False, or None when they failed to evaluate under failurePolicy
+        Fail (the call re-evaluates them in its slot, so the error is reported in configuration order)."""
+        try:
+            return match_conditions(hook, call, _lazy_request(call))
+        except errors.ApiError:
+            return None
 
     def _namespace_labels(self, name: str) -> Mapping[str, str]:
         ns_rt = _rt(getattr(self.store, "registry", None), "Namespace", "namespaces", group="")
@@ -208,12 +220,14 @@ class WebhookAdmission:
             return None
         return None
 
-    def _call(self, hook: Obj, call: AdmissionCall, *, mutating: bool, warnings: list[str] | None) -> Obj | None:
-        """One webhook call; None when skipped (matchConditions, Ignore on failure), else the verified response."""
+    def _call(self, hook: Obj, call: AdmissionCall, *, mutating: bool, warnings: list[str] | None,
+              matched: bool = False) -> Obj | None:
+        """One webhook call; None when skipped (matchConditions, Ignore on failure), else the verified response.
+        `matched`: the matchConditions were already evaluated (and held)."""
         name = hook.get("name", "")
-        review = build_review(call)
-        if not match_conditions(hook, call, review["request"]):
+        if not matched and not match_conditions(hook, call, _lazy_request(call)):
             return None
+        review = build_review(call)
         if call.dry_run and (hook.get("sideEffects") or "Unknown") not in ("None", "NoneOnDryRun"):
             raise dry_run_unsupported(name)
         ignore = (hook.get("failurePolicy") or "Fail") == "Ignore"
@@ -239,6 +253,17 @@ class WebhookAdmission:
         if not response.get("allowed"):
             raise denied(name, response.get("status"))
         return response
+
+
+def _lazy_request(call: AdmissionCall) -> Callable[[], Obj]:
+    """The review's request for matchConditions, built on first use only (most conditions read only `object`)."""
+    built: list[Obj] = []
+
+    def request() -> Obj:
+        if not built:
+            built.append(build_review(call)["request"])
+        return built[0]
+    return request
 
 
 def _copy(obj: Obj) -> Obj:

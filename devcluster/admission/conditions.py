@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lahar.devcluster.admission.matching import AdmissionCall, Obj
@@ -39,7 +39,7 @@ class _Cel:
         else:
             self._celpy = celpy
 
-    def evaluate(self, expression: str, activation: Mapping[str, Any]) -> Any:
+    def evaluate(self, expression: str, activation: Mapping[str, Any | Callable[[], Any]]) -> Any:
         if self._celpy is None:
             raise CelUnavailable(f"CEL is not available to evaluate {expression!r}: install cel-python")
         celpy = self._celpy
@@ -52,7 +52,7 @@ class _Cel:
                 entry = (env.program(env.compile(expression)), frozenset(_IDENTIFIER.findall(expression)))
                 self._programs[expression] = entry
         program, names = entry
-        result = program.evaluate({k: to_cel(v) for k, v in activation.items() if k in names})
+        result = program.evaluate({k: to_cel(v() if callable(v) else v) for k, v in activation.items() if k in names})
         if isinstance(result, Exception):
             raise result
         return result
@@ -89,8 +89,11 @@ def to_cel(value: Any) -> Any:
 _CEL = _Cel()
 
 
-def match_conditions(webhook: Mapping[str, Any], call: AdmissionCall, request: Obj) -> bool:
-    """kube's matchconditions.Matcher: any false → skip; errors → Ignore skips, Fail raises Forbidden."""
+def match_conditions(webhook: Mapping[str, Any], call: AdmissionCall, request: Obj | Callable[[], Obj]) -> bool:
+    """kube's matchconditions.Matcher: any false → skip; errors → Ignore skips, Fail raises Forbidden.
+
+    `request` may be a callable building the AdmissionReview's request: it is called only by an expression that
+    names `request`, so a webhook whose conditions read only `object` is skipped without building a review."""
     conditions = webhook.get("matchConditions") or []
     if not conditions:
         return True

@@ -225,6 +225,24 @@ def test_valid_job_comes_back_with_volcanos_defaults(admission: Admission) -> No
     assert spec["minAvailable"] == 3
 
 
+def test_server_dry_run_runs_both_webhooks_and_stores_nothing(admission: Admission) -> None:
+    """volcano#4738: `kubectl apply --dry-run=server` of a vcjob answers what a real apply would (the mutating
+    webhook's defaults, the validating webhook's denial) and stores nothing."""
+    kubectl, ns = admission.kubectl, admission.ns
+    proc = kubectl("apply", "-n", ns, "--dry-run=server", "-o", "json", "-f", "-",
+                   stdin=yaml.safe_dump(vcjob("dry")))
+    spec = json.loads(proc.stdout)["spec"]
+    assert (spec["queue"], spec["schedulerName"], spec["maxRetry"]) == ("default", "volcano", 3)  # /jobs/mutate
+    assert [t.get("maxRetry") for t in spec["tasks"]] == [3]
+    assert kubectl("get", "vcjob", "dry", "-n", ns, check=False).returncode != 0
+    bad = vcjob("dry-bad", minAvailable=5)  # more than its 1 replica: /jobs/validate denies it
+    message = denial(kubectl("apply", "-n", ns, "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bad),
+                             check=False))
+    assert 'admission webhook "validatejob.volcano.sh" denied the request' in message, message
+    assert "should not be greater than total replicas" in message, message
+    assert kubectl("get", "vcjob", "dry-bad", "-n", ns, check=False).returncode != 0
+
+
 def test_job_to_a_non_leaf_queue_is_denied(admission: Admission) -> None:
     parent, child = f"parent-{uuid.uuid4().hex[:4]}", f"child-{uuid.uuid4().hex[:4]}"
     admission.kubectl.apply(queue(parent))
@@ -288,3 +306,38 @@ def test_webhook_down_refuses_the_write(admission: Admission) -> None:
         lahar("certs", "ensure", "--url", admission.url, kubeconfig=admission.kubeconfig)
     out = admission.kubectl.apply(vcjob("after-up"), admission.ns).stdout
     assert "job.batch.volcano.sh/after-up created" in out
+
+
+def test_webhook_down_spares_pods_that_are_not_volcanos(admission: Admission) -> None:
+    """volcano#3734, #2244: with lahar's webhook unreachable (failurePolicy Fail), a Deployment's pods are still
+    created, and so is a pod in lahar's own namespace; only a pod for lahar's scheduler fails closed."""
+    import socket
+
+    from lahar.devcluster import workloads
+    from lahar.kube import kubeconfig as kubeconfigs
+    from lahar.kube.rest import RestClient
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"https://127.0.0.1:{s.getsockname()[1]}"
+    lahar("certs", "ensure", "--url", dead, kubeconfig=admission.kubeconfig)
+    client = RestClient(kubeconfigs.load(admission.kubeconfig))
+    controllers = workloads.WorkloadControllers(client, resync_seconds=1.0).start()
+    kubectl, ns = admission.kubectl, admission.ns
+    try:
+        kubectl("create", "deployment", "web-down", "--image=nginx", "--replicas=2", "-n", ns)
+
+        def two_pods() -> None:
+            pods = kubectl.json("get", "pods", "-n", ns, "-l", "app=web-down")["items"]
+            assert len(pods) == 2, pods
+
+        retry_until(two_pods, timeout=30)
+        kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lahar-system"}})
+        out = kubectl.apply(pod("lahar-webhook-restart", {"cpu": "100m"}), "lahar-system").stdout
+        assert "pod/lahar-webhook-restart created" in out
+        message = denial(kubectl.apply(pod("volcano-while-down", {"cpu": "100m"}), ns, check=False))
+        assert 'failed calling webhook "mutatepod.volcano.sh"' in message, message
+    finally:
+        controllers.stop()
+        client.close()
+        lahar("certs", "ensure", "--url", admission.url, kubeconfig=admission.kubeconfig)

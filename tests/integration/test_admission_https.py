@@ -278,6 +278,19 @@ def test_match_condition_skips_call(webhook, store, chain):
         chain.validate(attrs(cm("x", deny="yes")))
 
 
+def test_validating_errors_keep_configuration_order_with_match_conditions(webhook, store, chain):
+    """matchConditions are evaluated before the calls start; a condition that fails to evaluate (failurePolicy Fail)
+    is still reported in its configuration slot, after an earlier webhook's denial."""
+    broken = [{"name": "broken", "expression": "object.metadata.nope == 'x'"}]
+    register(store, "ValidatingWebhookConfiguration", "a-first", [hook(webhook, "/validate", name="deny.test")])
+    register(store, "ValidatingWebhookConfiguration", "b-second",
+             [hook(webhook, "/validate", name="broken.test", matchConditions=broken)])
+    with pytest.raises(errors.ApiError, match='admission webhook "deny.test" denied the request'):
+        chain.validate(attrs(cm("x", deny="yes")))
+    with pytest.raises(errors.Forbidden, match="resulted in error"):
+        chain.validate(attrs(cm("x")))
+
+
 def test_one_kept_alive_connection_per_endpoint(webhook, store, chain):
     register(store, "MutatingWebhookConfiguration", "m", [hook(webhook, "/mutate")])
     register(store, "ValidatingWebhookConfiguration", "v", [hook(webhook, "/validate")])

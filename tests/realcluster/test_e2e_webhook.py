@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.test_admission_kubectl import denial, queue, retry_until, vcjob
+from tests.e2e.test_admission_kubectl import denial, lahar, pod, queue, retry_until, vcjob
 from tests.realcluster.lahar_stack import LaharStack
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("realcluster")]
@@ -139,3 +139,40 @@ def test_server_side_apply_goes_through_the_webhooks(lahar_stack: LaharStack, ns
     message = denial(kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=json.dumps(bad), check=False))
     assert 'admission webhook "validatejob.volcano.sh" denied the request' in message, message
     assert "job 'minAvailable' should not be greater than total replicas in tasks" in message, message
+
+
+def test_server_dry_run_of_a_vcjob_runs_both_webhooks_and_stores_nothing(lahar_stack: LaharStack, ns: str) -> None:
+    """volcano#4738, judged by the real server: `--dry-run=server` reaches both webhooks (sideEffects None)."""
+    kubectl = lahar_stack.kubectl
+    proc = kubectl("apply", "-n", ns, "--dry-run=server", "-o", "json", "-f", "-", stdin=yaml.safe_dump(vcjob("dry")))
+    spec = json.loads(proc.stdout)["spec"]
+    assert (spec["queue"], spec["schedulerName"], spec["maxRetry"]) == ("default", "volcano", 3)
+    assert kubectl("get", "vcjob", "dry", "-n", ns, check=False).returncode != 0
+    message = denial(kubectl("apply", "-n", ns, "--dry-run=server", "-f", "-",
+                             stdin=yaml.safe_dump(vcjob("dry-bad", minAvailable=5)), check=False))
+    assert 'admission webhook "validatejob.volcano.sh" denied the request' in message, message
+    assert kubectl("get", "vcjob", "dry-bad", "-n", ns, check=False).returncode != 0
+
+
+def test_webhook_down_spares_pods_that_are_not_volcanos(lahar_stack: LaharStack, ns: str) -> None:
+    """volcano#3734, #2244 on the real server: lahar's webhook unreachable (failurePolicy Fail), a pod of the default
+    scheduler and a pod in lahar's namespace are created; a pod for lahar's scheduler fails closed."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"https://127.0.0.1:{s.getsockname()[1]}"
+    kubeconfig = lahar_stack.cluster.kubeconfig
+    lahar("certs", "ensure", "--url", dead, "--out", str(lahar_stack.certs_dir), kubeconfig=kubeconfig)
+    kubectl = lahar_stack.kubectl
+    try:
+        out = kubectl.apply(pod("plain-while-down", {"cpu": "100m"}, scheduler=None), ns).stdout
+        assert "pod/plain-while-down created" in out
+        out = kubectl.apply(pod("lahar-restart", {"cpu": "100m"}), "lahar-system").stdout
+        assert "pod/lahar-restart created" in out
+        message = denial(kubectl.apply(pod("volcano-while-down", {"cpu": "100m"}), ns, check=False))
+        assert 'failed calling webhook "mutatepod.volcano.sh"' in message, message
+    finally:
+        lahar("certs", "ensure", "--url", lahar_stack.webhook_url, "--out", str(lahar_stack.certs_dir),
+              kubeconfig=kubeconfig)
+        kubectl("delete", "pod", "lahar-restart", "-n", "lahar-system", "--wait=false", check=False)

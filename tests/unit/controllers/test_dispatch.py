@@ -144,6 +144,8 @@ POD_CASES = [
     ("plain-pod-other-scheduler", ADDED, Pod("p").scheduler("default-scheduler"), None, (), None, []),
     ("plain-pod-grouped", ADDED, Pod("p").annotate(**{"scheduling.k8s.io/group-name": "pg"}), None, (), None, []),
     ("plain-pod-deleted", DELETED, Pod("p"), None, (), None, []),
+    ("grouped-pod-deleted-wakes-orphan-gc", DELETED, Pod("p").annotate(**{"scheduling.k8s.io/group-name": "pg"}),
+     None, (), None, [Work(Key(dispatch.ORPHANS_KIND, "ns", "pg"))]),
 ]
 
 
@@ -167,7 +169,7 @@ OTHER_CASES = [
     ("job-finished-with-ttl", "Job", MODIFIED, job(phase="Failed", ttl=60), job(phase="Running", ttl=60),
      [Work(J), Work(Key("GC", "ns", "j"))]),
     ("job-resync-finished-ttl", "Job", RESYNC, job(phase="Completed", ttl=0), None, [Work(J), Work(Key("GC", "ns", "j"))]),
-    ("pg-added", "PodGroup", ADDED, podgroup(), None, [Work(J), Work(Q)]),
+    ("pg-added", "PodGroup", ADDED, podgroup(), None, [Work(Key("PodGroupGC", "ns", "j-job-uid")), Work(J), Work(Q)]),
     ("pg-inqueue", "PodGroup", MODIFIED, podgroup(phase="Inqueue"), podgroup(phase="Pending"), [Work(J), Work(Q)]),
     ("pg-unknown", "PodGroup", MODIFIED, podgroup(phase="Unknown"), podgroup(phase="Running"),
      [Work(J, ({"event": "Unknown"},)), Work(Q)]),
@@ -175,7 +177,7 @@ OTHER_CASES = [
     ("pg-moved-queue", "PodGroup", MODIFIED, podgroup(queue="q2"), podgroup(queue="default"),
      [Work(Key("Queue", "", "q2")), Work(Q)]),
     ("plain-pg-resync", "PodGroup", RESYNC, podgroup("podgroup-u1", owner=None), None,
-     [Work(Key("PodGroup", "ns", "podgroup-u1")), Work(Q)]),
+     [Work(Key("PodGroup", "ns", "podgroup-u1")), Work(Key("PodGroupGC", "ns", "podgroup-u1")), Work(Q)]),
     ("queue-added", "Queue", ADDED, queue("q", parent="p"), None, [Work(Key("Queue", "", "q")), Work(Key("Queue", "", "p"))]),
     ("queue-closed", "Queue", MODIFIED, queue("q", parent="p", state="Closed"), queue("q", parent="p"),
      [Work(Key("Queue", "", "q")), Work(Key("Queue", "", "p"))]),
