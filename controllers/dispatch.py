@@ -247,9 +247,11 @@ def _route_podgroup(event: str, pg: Obj, old: Obj | None) -> list[Work]:
     out: list[Work] = []
     if str(_meta(pg).get("name", "")).startswith(labels.PODGROUP_NAME_PREFIX) and event in (ADDED, RESYNC):
         out.append(Work(Key("PodGroup", ns, _meta(pg)["name"])))  # a plain workload's: its owner may be gone
-    if event in (ADDED, RESYNC):
-        out.append(Work(Key(ORPHANS_KIND, ns, _meta(pg)["name"])))  # owner or pods gone (controllers/orphans.py)
     job_name = job_of(pg)
+    if event in (ADDED, RESYNC) and not job_name:
+        # owner or pods gone (controllers/orphans.py); a Volcano Job's PodGroup is its job controller's (and the
+        # garbage collector's once the Job is gone), so it costs the collector no reads
+        out.append(Work(Key(ORPHANS_KIND, ns, _meta(pg)["name"])))
     if job_name and (event != MODIFIED or before != after or _meta(old).get("generation") != _meta(pg).get("generation")):
         items = ({"event": "Unknown"},) if event == MODIFIED and after == "Unknown" and before != "Unknown" else ()
         out.append(Work(Key("Job", ns, job_name), items))

@@ -126,6 +126,8 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     except errors.NotFound:
         return Result()
     owners, controlled_by_job = _owner_states(ctx, namespace, pg)
+    if controlled_by_job:  # a live Volcano Job's PodGroup is never collected: no need to count its pods
+        return Result()
     pods = 0 if owners and all(s == "gone" for s in owners) else _pod_count(ctx, namespace, name)
     decision = orphaned(pg, owners=owners, controlled_by_job=controlled_by_job, pods=pods, now=ctx.clock())
     if decision.delete:
