@@ -236,3 +236,36 @@ def _wait(pred: Any, timeout: float = 5.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("timed out")
         time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ({"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+     {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}, True),
+    ({"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+     {"containers": [{"resources": {"requests": {"cpu": "2"}}}]}, False),
+    ({"containers": [{}], "initContainers": [{"resources": {"requests": {"cpu": "2"}}}]},
+     {"containers": [{}], "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "2"}}}]},
+     False),
+    ({"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+     {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "overhead": {"cpu": "250m"}}, False),
+    ({"containers": [{}]}, {"containers": [{"resources": {"requests": {"memory": "1Gi"}}}]}, False),
+], ids=["same-template", "other-cpu", "sidecar-vs-init", "overhead", "best-effort-vs-memory"])
+def test_first_snapshot_parses_each_request_shape_once(a: dict, b: dict, same: bool) -> None:
+    """Tasks share the parse of identical request fields (most of a 100k-pod first snapshot), never the arrays,
+    and requests that differ in any field read stay apart."""
+    import numpy as np
+
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.framework.nodes import EPSILON, ResourceIndex
+
+    res = ResourceIndex(["cpu", "memory"])
+    ta = snapshots.Task({"metadata": {"name": "a"}, "spec": a}, res)
+    tb = snapshots.Task({"metadata": {"name": "b"}, "spec": b}, res)
+    for t, spec in ((ta, a), (tb, b)):
+        resreq, init = snapshots.pod_requests({"spec": spec}, res)
+        assert np.array_equal(t.resreq, resreq) and np.array_equal(t.init_resreq, init)
+        assert t.best_effort == bool(np.all(init < EPSILON))
+    equal = np.array_equal(ta.resreq, tb.resreq) and np.array_equal(ta.init_resreq, tb.init_resreq)
+    assert equal == same and ta.resreq is not tb.resreq
+    ta.resreq += 1000
+    assert not np.array_equal(ta.resreq, tb.resreq)
