@@ -180,7 +180,8 @@ def driver(kubeconfig: str, redis_url: str, identity: str, period: float) -> Non
 
         lease = tasks.RedisLease(redis.Redis.from_url(redis_url), ttl_seconds=tasks.lease_ttl(period),
                                  identity=identity)
-    client = RestClient(kubeconfigs.load(kubeconfig), pool_size=32)
+    # devcluster serves a 100k-pod LIST slower than kube-apiserver's 60 s request timeout on a loaded machine
+    client = RestClient(kubeconfigs.load(kubeconfig), pool_size=32, request_timeout=600.0)
     runner = tasks.Runner(client, lease=lease)
     emit(event="started", imports_s=round(time.time() - t_proc, 3))
     runner.start(timeout=0)
@@ -290,7 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 if kc.exists():
-                    client = client or RestClient(kubeconfigs.load(kc))
+                    client = client or RestClient(kubeconfigs.load(kc), request_timeout=600.0)
                     client.get(client.registry.get("", "v1", "namespaces"), NS)
                     break
             time.sleep(0.2)
@@ -304,17 +305,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cold = Proc(kc, work, "cold", period=args.period)
         procs.append(cold)
         _target(client, "target-cold")
+        t_created = time.time()
         t_bind, node = _wait_bound(client, "target-cold", args.timeout)
         started = cold.first("started", 5)
-        cold.first("session", 60)
+        first = cold.first("session", 60)
         session = _session_that_bound(cold, 0)
         cold_row = {"first_bind_s": round(t_bind - cold.spawned, 2), "node": node,
                     "process_start_s": round(started["t"] - cold.spawned, 2),
-                    "startup": session.get("startup") or {}, "bound_in_session": session.get("session", "")[:8],
-                    "first_session_s": session.get("total_s")}
+                    "target_created_s": round(t_created - cold.spawned, 2),
+                    "first_session_end_s": round(first["t"] - cold.spawned, 2),
+                    "startup": first.get("startup") or {},
+                    "in_first_session": session.get("session") == first.get("session")}
         cold.kill()
         procs.remove(cold)
+        print(f"cold: {json.dumps(cold_row)}", flush=True)
 
+        if args.cold_only:
+            return {"seed": seeded, "cold": cold_row, "failover": None}
         # failover: two warm processes on one Redis lease; kill the holder mid-session
         import redis
 
@@ -337,17 +344,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(2 * args.period)
         from lahar.scheduler.tasks import LEASE_KEY
 
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            held = r.get(LEASE_KEY)
-            if held and held.decode().startswith("sched-a/"):
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # whoever holds the lease now is mid-session: kill it
+            held = (r.get(LEASE_KEY) or b"").decode()
+            if held.startswith(("sched-a/", "sched-b/")):
                 break
             time.sleep(0.002)
         else:
-            raise SystemExit("sched-a never held the lease")
+            raise SystemExit("nobody took the lease")
         t_kill = time.time()
-        a.kill()
-        procs.remove(a)
+        victim, b = (a, b) if held.startswith("sched-a/") else (b, a)
+        victim.kill()
+        procs.remove(victim)
         _target(client, "target-failover")
         t_bind, node = _wait_bound(client, "target-failover", args.timeout)
         deadline = time.monotonic() + 60
@@ -356,7 +364,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fail_row = {"first_bind_s": round(t_bind - t_kill, 2), "node": node,
                     "lease_wait_s": round(session["tick_start"] - t_kill, 2) if session else None,
                     "session_s": session.get("total_s"), "snapshot_s": session.get("snapshot_s"),
-                    "relists": session.get("relists"), "lease_ttl_s": 10.0}
+                    "relists": session.get("relists"), "lease_ttl_s": 10.0, "standby": b.name}
         return {"seed": seeded, "cold": cold_row, "failover": fail_row}
     finally:
         for p in procs:
@@ -383,6 +391,9 @@ def report(out: dict[str, Any]) -> None:
           f"{seed_row['podgroups']:,} PodGroups")
     print(f"cold start → first bind: {cold['first_bind_s']:.1f} s   (target ≤ {TARGETS['cold_s']:.0f} s: {ok}; "
           f"Volcano at 5,000 nodes / 140k pods: 497 s)")
+    print(f"  the pod was created {cold['target_created_s']:.1f} s after the spawn (devcluster answered the create "
+          f"then); {'bound in the first session' if cold['in_first_session'] else 'bound in a later session'}, "
+          f"which ended {cold['first_session_end_s']:.1f} s after the spawn")
     print(f"  process start (interpreter, imports, client)  {cold['process_start_s']:6.2f} s")
     print(f"  informers synced after runner start           {st.get('sync_s', 0):6.2f} s")
     for key, v in kinds.items():
@@ -393,6 +404,8 @@ def report(out: dict[str, Any]) -> None:
     print(f"  its commit (bind)                             {st.get('commit_s', 0):6.2f} s")
     print(f"  (pods list {pods.get('list_s', 0):.2f} s + fill {pods.get('fill_s', 0):.2f} s run in parallel with "
           f"the other kinds)")
+    if fail is None:
+        return
     ok = "met" if fail["first_bind_s"] <= TARGETS["failover_s"] else "MISSED"
     print(f"failover (holder SIGKILLed mid-session) → first bind by the standby: {fail['first_bind_s']:.1f} s   "
           f"(target ≤ {TARGETS['failover_s']:.0f} s: {ok})")
@@ -409,6 +422,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="500 nodes and 10,000 pods")
     ap.add_argument("--period", type=float, default=1.0, help="schedule period (s)")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--cold-only", action="store_true", help="skip the failover")
     ap.add_argument("--json", action="store_true", help="print the raw measurements as JSON too")
     ap.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--kubeconfig", default="", help=argparse.SUPPRESS)
