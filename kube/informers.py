@@ -3,6 +3,11 @@
 Sits on top of any `ClusterClient` (REST or in-memory): list, then watch from the list's resourceVersion in a
 thread, resume from the last version seen, relist on `errors.Gone` (reconciling what was missed), back off on
 other errors. `InformerFactory` shares one informer per (type, namespace, selectors), like client-go's.
+
+Two start-up states: `has_synced()` (the first list is in the store and its handlers have run, client-go's
+HasSynced) and `is_watching()` (also the watch from that list's resourceVersion is open and, where the watch can
+be asked for a bookmark, everything queued on it before the bookmark is applied: an object written between the
+list and the watch is in the store). `list_seconds` / `fill_seconds` say where the first list's time went.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -84,12 +90,16 @@ class Informer:
         self._indices: dict[str, dict[str, set[str]]] = {}
         self._handlers: list[Handler] = []
         self._synced = threading.Event()
+        self._watching = threading.Event()
+        self._barrier = False                   # a bookmark was asked for when the first watch opened
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watch: Watch | None = None
         self._watch_lock = threading.Lock()
         self.resource_version: str | None = None
         self.relists = 0  # how many full lists were done (1 + one per Gone)
+        self.list_seconds = 0.0  # the first list: the request (server, transfer, JSON decoding) ...
+        self.fill_seconds = 0.0  # ... and putting its items into the store with the handlers run
 
     # -- reading ----------------------------------------------------------------------------------------------
 
@@ -242,6 +252,13 @@ class Informer:
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 
+    def is_watching(self) -> bool:
+        """Synced, and the watch that follows the first list is open with its backlog applied (see the module)."""
+        return self._watching.is_set()
+
+    def wait_for_watch(self, timeout: float | None = None) -> bool:
+        return self._watching.wait(timeout)
+
     @property
     def started(self) -> bool:
         return bool(self._threads)
@@ -275,12 +292,28 @@ class Informer:
         self.stop()
 
     def _list(self) -> None:
+        t0 = time.perf_counter()
         out = self.client.list(self.rt, namespace=self.namespace, label_selector=self.label_selector,
                                field_selector=self.field_selector)
+        t1 = time.perf_counter()
         self._replace(out.get("items") or [])
         self.resource_version = (out.get("metadata") or {}).get("resourceVersion") or None
         self.relists += 1
+        if not self._synced.is_set():
+            self.list_seconds, self.fill_seconds = t1 - t0, time.perf_counter() - t1
         self._synced.set()
+
+    def _watch_opened(self, w: Watch) -> None:
+        """The first watch is open: ask it for a bookmark (queued behind the events replayed since the list) and
+        count as watching once it is read; a watch that cannot be asked counts as watching now."""
+        if self._watching.is_set() or self._barrier:
+            return
+        ask = getattr(w, "bookmark", None)
+        if ask is None:
+            self._watching.set()
+            return
+        self._barrier = True
+        ask()
 
     def _run(self) -> None:
         failures = 0
@@ -318,11 +351,14 @@ class Informer:
         try:
             if self._stopping.is_set():
                 return
+            self._watch_opened(w)
             for event in w:
                 obj = event["object"]
                 rv = _rv(obj)
                 if event["type"] != "BOOKMARK":
                     self._apply(event["type"], obj)
+                elif self._barrier:
+                    self._watching.set()
                 if rv:
                     self.resource_version = rv
                 if self._stopping.is_set():
@@ -330,6 +366,8 @@ class Informer:
         finally:
             with self._watch_lock:
                 self._watch = None
+            if not self._watching.is_set():
+                self._barrier = False  # the watch ended before its bookmark: the next one asks again
             w.stop()
 
     def _resync_loop(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -84,9 +85,29 @@ class SchedulerCache:
                                 on_delete=functools.partial(incremental_inputs.delete, key))
 
     def start(self, timeout: float | None = 60.0) -> bool:
+        """Start every informer; wait up to `timeout` until the required ones are watching (see `unsynced`)."""
         self.factory.start()
         self.optional_factory.start()
-        return self.factory.wait_for_sync(timeout)
+        return self.wait_synced(timeout)
+
+    def unsynced(self) -> list[str]:
+        """The required informers that are not yet watching (first list applied, handlers run, the watch from its
+        resourceVersion open with its backlog applied); a session before that would see part of the cluster
+        (volcano#2821, #5174). The optional kinds' CRDs may be absent, so they are not waited for."""
+        return [key for key, inf in self.informers.items() if not inf.is_watching()]
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for inf in self.informers.values():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not inf.wait_for_watch(left):
+                return False
+        return True
+
+    def sync_report(self) -> dict[str, dict[str, float]]:
+        """Per required kind: objects, and the first list's request and store-fill seconds."""
+        return {key: {"objects": len(inf.keys()), "list_s": round(inf.list_seconds, 3),
+                      "fill_s": round(inf.fill_seconds, 3)} for key, inf in self.informers.items()}
 
     def stop(self) -> None:
         self.factory.stop()
@@ -141,7 +162,10 @@ class ConfSource:
     def start(self, timeout: float | None = 30.0) -> bool:
         for informer in self.informers:
             informer.start()
-        return all([informer.wait_for_sync(timeout) for informer in self.informers])
+        return all([informer.wait_for_watch(timeout) for informer in self.informers])
+
+    def synced(self) -> bool:
+        return all(informer.is_watching() for informer in self.informers)
 
     def stop(self) -> None:
         for informer in self.informers:

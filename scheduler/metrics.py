@@ -248,6 +248,13 @@ class SchedulerMetrics:
                                    registry=r)
         self.sessions_skipped = Counter("lahar_scheduler_ticks_dropped",
                                         "Session ticks dropped because a session was running", registry=r)
+        self.cache_synced = Gauge("lahar_scheduler_cache_synced",
+                                  "1 once every informer the sessions read has synced (sessions run only then)",
+                                  registry=r)
+        self.cache_sync_seconds = Gauge("lahar_scheduler_cache_sync_seconds",
+                                        "Seconds from the runner's start until its informers had synced", registry=r)
+        self.ticks_before_sync = Counter("lahar_scheduler_ticks_before_sync",
+                                         "Session ticks dropped because the informers had not synced yet", registry=r)
 
     def observe(self, d: Decisions, *, commit: Any = None, now: float | None = None) -> None:
         """Record one session (and, when given, its `commit.CommitResult`: bind errors, bind durations)."""

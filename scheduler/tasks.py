@@ -4,12 +4,19 @@
 `lahar.worker` imports this module and calls `register(app, settings)`; beat ticks every `schedule_period` with
 `expires = schedule_period`, so ticks that queue up behind a long session expire instead of piling up, and a
 Redis lease makes one session run cluster-wide at a time (a tick that finds it held is dropped, not queued).
+
+Sync first: a runner runs no session until every informer its sessions read is watching (`SchedulerCache.unsynced`);
+ticks before that are dropped and counted. Warm standby: every `lahar scheduler` process starts its informers at
+process start, leading or not, and a tick that finds the lease held elsewhere brings the process's snapshot up to
+date instead; so taking over costs the lease (at worst its TTL, when the holder died mid-session) and one session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -24,7 +31,8 @@ from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_session
 
-__all__ = ["LEASE_KEY", "RedisLease", "Runner", "conf_namespaces", "configure", "lease_ttl", "register", "runner"]
+__all__ = ["LEASE_KEY", "RedisLease", "Runner", "conf_namespaces", "configure", "default_identity", "lease_ttl",
+           "register", "runner"]
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +48,32 @@ def lease_ttl(schedule_period: float) -> float:
     return max(10.0, 5 * schedule_period)
 
 
-class RedisLease:
-    """SET NX PX with a random token; release only when the token is still ours."""
+def default_identity() -> str:
+    """`<host>-<pid>`: who holds the lease, readable with `redis-cli GET lahar:scheduler:session`."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
-    def __init__(self, redis_client: Any, *, key: str = LEASE_KEY, ttl_seconds: float = 60.0) -> None:
+
+class RedisLease:
+    """SET NX PX with a token `<identity>/<random>`; release only when the token is still ours."""
+
+    def __init__(self, redis_client: Any, *, key: str = LEASE_KEY, ttl_seconds: float = 60.0,
+                 identity: str | None = None) -> None:
         self.redis = redis_client
         self.key = key
         self.ttl_ms = int(ttl_seconds * 1000)
+        self.identity = identity or default_identity()
         self.token = ""
 
+    def holder(self) -> str:
+        """The identity of whoever holds the lease now ("" when nobody does)."""
+        raw = self.redis.get(self.key)
+        if not raw:
+            return ""
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return text.rsplit("/", 1)[0]
+
     def acquire(self) -> bool:
-        token = uuid.uuid4().hex
+        token = f"{self.identity}/{uuid.uuid4().hex}"
         if self.redis.set(self.key, token, nx=True, px=self.ttl_ms):
             self.token = token
             return True
@@ -103,11 +126,49 @@ class Runner:
         self.workers = workers
         self._local = threading.Lock()
         self._started = False
+        self._started_at = 0.0
+        self.sync_seconds: float | None = None  # start → every informer synced, once it happened
+        self.startup: dict[str, Any] = {}  # where the time to the first session went (in the first tick's result)
+        self.sessions = 0
 
     def start(self, timeout: float | None = 60.0) -> bool:
-        ok = self.cache.start(timeout) and self.conf.start(timeout)
-        self._started = True
-        return ok
+        """Start the informers (at process start, leading or not: see the module); wait up to `timeout` for them."""
+        if not self._started:
+            self._started_at = time.perf_counter()
+            self._started = True
+        ok = self.cache.start(timeout)
+        ok = self.conf.start(timeout) and ok
+        return self.synced() if ok else False
+
+    def unsynced(self) -> list[str]:
+        """What the first session still waits for: the required informers not watching yet (and the conf's)."""
+        waiting = self.cache.unsynced()
+        if not self.conf.synced():
+            waiting.append("configmaps")
+        return waiting
+
+    def synced(self) -> bool:
+        if self.sync_seconds is not None:
+            return True
+        waiting = self.unsynced()
+        if waiting:
+            return False
+        self.sync_seconds = time.perf_counter() - self._started_at
+        self.metrics.cache_synced.set(1)
+        self.metrics.cache_sync_seconds.set(self.sync_seconds)
+        kinds = self.cache.sync_report()
+        self.startup = {"sync_s": round(self.sync_seconds, 3), "kinds": kinds}
+        log.info("scheduler cache synced in %.2fs (%s); sessions start", self.sync_seconds,
+                 ", ".join(f"{k} {v['objects']}" for k, v in kinds.items()))
+        return True
+
+    def wait_synced(self, timeout: float | None = None, poll: float = 0.05) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.synced():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+        return True
 
     def stop(self) -> None:
         self.cache.stop()
@@ -124,26 +185,39 @@ class Runner:
             self.metrics.sessions_skipped.inc()
             return {"skipped": "session running in this process"}
         try:
+            if not self._started:
+                self.start()
+            if not self.synced():
+                self.metrics.ticks_before_sync.inc()
+                return {"skipped": f"informers not synced: {', '.join(self.unsynced())}"}
             if self.lease is not None and not self.lease.acquire():
                 self.metrics.sessions_skipped.inc()
+                if self.cache.incremental:  # warm standby: the snapshot follows the informers while another leads
+                    self.cache.snapshot()
                 return {"skipped": "session running elsewhere"}
             try:
-                if not self._started:
-                    self.start()
                 state = self.conf.current()
                 t0 = time.perf_counter()
                 with self.lease.kept() if self.lease is not None else contextlib.nullcontext():
                     snap = self.cache.snapshot()
                     t1 = time.perf_counter()
                     decisions = run_session(snap, state.conf, registry=self.registry, shared=self.cache.shared)
+                    t2 = time.perf_counter()
                     result = commits.apply(self.client, decisions, workers=self.workers)
-                t2 = time.perf_counter()
+                t3 = time.perf_counter()
                 self.metrics.observe(decisions, commit=result)
-                return {"session": decisions.session, "bound": len(result.bound),
-                        "bind_failures": len(result.bind_failures), "evicted": len(result.evicted),
-                        "pipelined": len(decisions.pipelined), "snapshot_s": round(t1 - t0, 4),
-                        "session_s": round(decisions.timings.get("total", 0.0), 4), "total_s": round(t2 - t0, 4),
-                        "conf": state.source, "conf_error": state.error}
+                out = {"session": decisions.session, "bound": len(result.bound),
+                       "bind_failures": len(result.bind_failures), "evicted": len(result.evicted),
+                       "pipelined": len(decisions.pipelined), "snapshot_s": round(t1 - t0, 4),
+                       "session_s": round(decisions.timings.get("total", 0.0), 4), "total_s": round(t3 - t0, 4),
+                       "conf": state.source, "conf_error": state.error}
+                self.sessions += 1
+                if self.sessions == 1:
+                    self.startup.update(snapshot_s=round(t1 - t0, 3), session_s=round(t2 - t1, 3),
+                                        commit_s=round(t3 - t2, 3),
+                                        first_session_after_start_s=round(t3 - self._started_at, 3))
+                    out["startup"] = self.startup
+                return out
             finally:
                 if self.lease is not None:
                     self.lease.release()

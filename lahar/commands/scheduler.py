@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -21,6 +22,8 @@ def register(app: typer.Typer) -> None:
         log_format: str = log_format_option(),
         metrics_port: int = typer.Option(0, help="Serve Prometheus metrics on this port (0 = off)."),
         once: bool = typer.Option(False, help="Run one session now and exit (no Celery, no lease)."),
+        sync_timeout: float = typer.Option(600.0, "--sync-timeout", min=0,
+                                           help="With --once: seconds to wait for the informers to sync."),
     ) -> None:
         """Run scheduling sessions: a Celery worker on queue `scheduling` (concurrency 1, informer cache in memory)."""
         import redis
@@ -32,17 +35,25 @@ def register(app: typer.Typer) -> None:
 
         s = Settings()
         level = init_logging(loglevel, log_format)
+        log = logging.getLogger("lahar.scheduler")
         client = RestClient(kubeconfig.load(str(s.kubeconfig) if s.kubeconfig else None))
         lease = None
         if s.redis_url and not once:
             lease = tasks.RedisLease(redis.Redis.from_url(s.redis_url), ttl_seconds=tasks.lease_ttl(s.schedule_period))
         runner = tasks.Runner(client, lease=lease, conf_namespaces=tasks.conf_namespaces(s))
-        runner.start()
-        tasks.configure(runner)
-        if metrics_port:
+        if metrics_port:  # before the sync, so lahar_scheduler_cache_synced shows the wait
             from prometheus_client import start_http_server
             start_http_server(metrics_port, registry=runner.metrics.registry)
+        if not runner.start():  # sessions wait for the sync (Runner.tick); say what is slow
+            log.warning("scheduler informers not synced yet (%s); sessions start once they are",
+                        ", ".join(runner.unsynced()))
+        tasks.configure(runner)
         if once:
+            if not runner.wait_synced(sync_timeout):
+                typer.echo(f"error: informers not synced after {sync_timeout:g}s: {', '.join(runner.unsynced())}",
+                           err=True)
+                runner.stop()
+                raise typer.Exit(1)
             typer.echo(json.dumps(runner.tick()))
             runner.stop()
             return

@@ -166,7 +166,8 @@ VOLCANO_SCHEDULER = {
                 for unit in ("milli_cpu", "memory_bytes", "scalar_resources")]],
 }
 VOLCANO_CONTROLLER = [f"queue_pod_group_{s}_count" for s in ("inqueue", "pending", "running", "unknown", "completed")]
-LAHAR_OWN = ["lahar_scheduler_conf_errors_total", "lahar_scheduler_ticks_dropped_total"]
+LAHAR_OWN = ["lahar_scheduler_conf_errors_total", "lahar_scheduler_ticks_dropped_total", "lahar_scheduler_cache_synced",
+             "lahar_scheduler_cache_sync_seconds", "lahar_scheduler_ticks_before_sync_total"]
 
 
 def _families(text: str) -> dict[str, str]:
