@@ -2,18 +2,21 @@
 
 Each call re-reads the Job, its PodGroup `<job>-<uid>` and its pods, takes at most one user action from the inbox
 (or a due delayed action), runs the phase's state (`_job_state`) — SyncJob, KillJob or KillTarget — and writes the
-status once, with the read resourceVersion as precondition (a Conflict propagates: the runtime retries). Children have
-deterministic names, so a replay after a crash creates nothing twice (AlreadyExists counts as done).
+status once (a phase-changing kill twice: intent, then outcome), with the read resourceVersion as precondition (a
+Conflict propagates: the runtime retries). Children have deterministic names, so a replay after a crash creates
+nothing twice (AlreadyExists counts as done).
 
-Flow per call: read → plan (inbox items → policies → delayed/now) → durable delayed actions (annotation) → operation
-(a job's pod creates, then deletes, go out side by side through `_fanout`, `ctx.pod_concurrency` per process) →
-status → remove the executed delayed action → ack the inbox → arm timers.
+Flow per call: read → plan (inbox items → policies → delayed/now) → durable delayed actions (annotation) → a
+kill's intent (new phase, retryCount, version: first, so a crash mid-kill leaves the phase that finishes it) →
+operation (a job's pod creates, then deletes, go out side by side through `_fanout`, `ctx.pod_concurrency` per
+process) → status → remove the executed delayed action → ack the inbox → arm timers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import datetime as dt
 import json
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from lahar.kube import durations, errors
 from lahar.kube.models import labels as keys
 from lahar.kube.resources import ResourceType
 
-__all__ = ["PENDING_ACTIONS_ANNOTATION", "TIMER_TOKEN", "reconcile"]
+__all__ = ["PENDING_ACTIONS_ANNOTATION", "TIMER_TOKEN", "reconcile", "unfinished_kill"]
 
 PENDING_ACTIONS_ANNOTATION = "lahar.sh/pending-actions"
 TIMER_TOKEN = "job-delayed-action"
@@ -458,11 +461,13 @@ def _sync_job(ctx: Context, t: _Types, w: _World, status: dict[str, Any], out: _
 
 
 def _kill_job(ctx: Context, t: _Types, w: _World, retain: frozenset[str], status: dict[str, Any],
-              out: _Outcome) -> None:
-    spec = w.job["spec"]
-    if int(status.get("retryCount") or 0) >= int(spec.get("maxRetry", 3)) - 1:
-        retain = _job_state.RETAIN_SOFT  # the last retry keeps Succeeded and Failed pods
-    victims = [p for p in w.pods if not p["metadata"].get("deletionTimestamp") and _pod_phase(p) not in retain]
+              out: _Outcome, *, retry_count: int, victims: list[dict[str, Any]] | None = None) -> None:
+    """killJob: delete the pods not retained (`victims` when given), the plugins' objects and the PodGroup.
+    `retry_count` is the count before this kill's own restart (the last retry keeps Succeeded and Failed pods)."""
+    if victims is None:
+        if retry_count >= int(w.job["spec"].get("maxRetry", 3)) - 1:
+            retain = _job_state.RETAIN_SOFT
+        victims = [p for p in w.pods if not p["metadata"].get("deletionTimestamp") and _pod_phase(p) not in retain]
     _delete_all(ctx, t, w.raw, victims, out)
     children = jobplugins.Children(ctx.client)
     for plugin in _plugins(ctx, w.job, w.raw):
@@ -470,6 +475,25 @@ def _kill_job(ctx: Context, t: _Types, w: _World, retain: frozenset[str], status
     if w.podgroup is not None:
         with contextlib.suppress(errors.NotFound):
             ctx.client.delete(t.podgroup, w.podgroup["metadata"]["name"], namespace=w.job["metadata"]["namespace"])
+
+
+def unfinished_kill(pods: list[dict[str, Any]], *, version: int, retry_count: int,
+                    max_retry: int) -> list[dict[str, Any]]:
+    """In Restarting: the pods a kill left behind (a process died mid-kill; its intent, the new status.version, was
+    stored first) — older than `version`, not being deleted, not retained. A restart that consumed a retry keeps
+    nothing (the last one keeps Succeeded and Failed pods); one that did not (ResumeJob) keeps them. Pure."""
+    soft = retry_count == 0 or retry_count >= max_retry
+    retain = _job_state.RETAIN_SOFT if soft else _job_state.RETAIN_NONE
+    out = []
+    for pod in pods:
+        meta = pod["metadata"]
+        try:
+            pod_version = int((meta.get("annotations") or {}).get(keys.JOB_VERSION_KEY, version))
+        except ValueError:
+            pod_version = version
+        if pod_version < version and not meta.get("deletionTimestamp") and _pod_phase(pod) not in retain:
+            out.append(pod)
+    return out
 
 
 def _kill_target(ctx: Context, t: _Types, w: _World, d: _job_policies.Decision, out: _Outcome) -> None:
@@ -590,12 +614,37 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
         _transition(status, "Pending", now)
     out = _Outcome()
     version = int(status.get("version") or 0)
+    retry0 = int(status.get("retryCount") or 0)
+    counted = False  # this kill's version bump is in the stored status already
+    leftovers: list[dict[str, Any]] | None = None
+    if _job_state.stores_intent(step, phase0):
+        # Intent first (write-ahead): the new phase, retryCount and version reach the Job before any pod goes, so a
+        # crash mid-kill leaves it Restarting/Aborting/..., whose state finishes the kill; a reconcile that read the
+        # old status (pods still alive) conflicts on its write instead of deciding from a half-killed job.
+        if step.op is _job_state.Op.KILL_JOB:
+            version += 1  # status.version counts the kills that changed something (docs/compatibility.md)
+            counted = True
+        status.update({"version": version, "retryCount": retry0 + step.retry})
+        _transition(status, step.phase, now)  # type: ignore[arg-type]
+        body = copy.deepcopy(raw)
+        body["status"] = status
+        raw = w.raw = ctx.client.update_status(t.job, body, namespace=namespace)
+        status = copy.deepcopy(raw.get("status") or {})
+        step = dataclasses.replace(step, phase=None, retry=0)
+    elif phase0 == "Restarting" and step.op is _job_state.Op.SYNC:
+        leftovers = unfinished_kill(w.pods, version=version, retry_count=retry0,
+                                    max_retry=int(job["spec"].get("maxRetry", 3)))
+        if leftovers:  # a kill interrupted after its intent was stored: finish it (its version is counted)
+            step = _job_state.Step(_job_state.Op.KILL_JOB, rule=_job_state.Rule.RESTARTING)
+            counted = True
+        else:
+            leftovers = None
     if step.op is _job_state.Op.SYNC:
         _sync_job(ctx, t, w, status, out)
     elif step.op is _job_state.Op.KILL_JOB:
-        _kill_job(ctx, t, w, step.retain, status, out)
-        if out.deleted or (step.phase is not None and step.phase != phase0):
-            version += 1  # status.version counts the kills that changed something (docs/compatibility.md)
+        _kill_job(ctx, t, w, step.retain, status, out, retry_count=retry0, victims=leftovers)
+        if not counted and (out.deleted or (step.phase is not None and step.phase != phase0)):
+            version += 1
     else:
         _kill_target(ctx, t, w, decision, out)
 
