@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.controllers import _fanout, _job_pods, _job_policies, _job_state, events, jobplugins
+from lahar.controllers import _fanout, _job_pods, _job_policies, _job_reads, _job_state, events, jobplugins
 from lahar.controllers.context import Context, PermanentError, Result, TemporaryError
 from lahar.kube import durations, errors
 from lahar.kube.models import labels as keys
@@ -88,40 +88,6 @@ class _Outcome:
 
 
 # --- reading --------------------------------------------------------------------------------------------------------
-
-def _owned(obj: dict[str, Any], uid: str) -> bool:
-    return any(ref.get("controller") and ref.get("uid") == uid
-               for ref in (obj.get("metadata") or {}).get("ownerReferences") or ())
-
-
-def _read_pods(ctx: Context, t: _Types, job: dict[str, Any]) -> list[dict[str, Any]]:
-    meta = job["metadata"]
-    listed = ctx.client.list(t.pod, namespace=meta["namespace"], label_selector=f"{keys.JOB_NAME_KEY}={meta['name']}")
-    return [p for p in listed.get("items") or () if _owned(p, meta["uid"])]
-
-
-def _read_podgroup(ctx: Context, t: _Types, job: dict[str, Any]) -> dict[str, Any] | None:
-    meta = job["metadata"]
-    for name in (_job_pods.podgroup_name(job), meta["name"]):  # `<job>` is the pre-UID name Volcano still reads
-        try:
-            pg = ctx.client.get(t.podgroup, name, namespace=meta["namespace"])
-        except errors.NotFound:
-            continue
-        if _owned(pg, meta["uid"]):
-            return pg
-    return None
-
-
-def _read_children(ctx: Context, t: _Types, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The Job's pods and its PodGroup, read side by side: two round trips to the API server in the time of one
-    (on a real cluster every reconcile waits for them; Volcano's controller reads both from its informers)."""
-    reads = [lambda: _read_pods(ctx, t, job), lambda: _read_podgroup(ctx, t, job)]
-    done = _fanout.run(lambda read: read(), reads, ctx.pod_concurrency)
-    for d in done:
-        if d.error is not None:
-            raise d.error
-    return done[0].value, done[1].value  # type: ignore[return-value]
-
 
 def _priorities(ctx: Context, t: _Types, job: dict[str, Any]) -> dict[str, int]:
     if t.priorityclass is None:
@@ -260,10 +226,13 @@ def _delete_pod(ctx: Context, t: _Types, pod: dict[str, Any]) -> bool:
     if meta.get("deletionTimestamp"):
         return True
     try:
+        job = {"metadata": {"namespace": meta["namespace"], "name": (meta.get("labels") or {}).get(keys.JOB_NAME_KEY)}}
         if (meta.get("annotations") or {}).get(keys.CONTROLLER_OUT_OF_SYNC_KEY) is None:
-            ctx.client.patch(t.pod, meta["name"], {"metadata": {"annotations": {keys.CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
-                             namespace=meta["namespace"])
-        ctx.client.delete(t.pod, meta["name"], namespace=meta["namespace"], preconditions={"uid": meta["uid"]})
+            _job_reads.wrote(ctx, "Pod", job, ctx.client.patch(
+                t.pod, meta["name"], {"metadata": {"annotations": {keys.CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
+                namespace=meta["namespace"]))
+        _job_reads.wrote(ctx, "Pod", job, ctx.client.delete(t.pod, meta["name"], namespace=meta["namespace"],
+                                                  preconditions={"uid": meta["uid"]}))
     except errors.NotFound:
         pass
     except errors.Conflict:
@@ -312,7 +281,7 @@ def _ensure_podgroup(ctx: Context, t: _Types, w: _World) -> dict[str, Any] | Non
     try:
         if w.podgroup is None:
             try:
-                return ctx.client.create(t.podgroup, want, namespace=ns)
+                return _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.create(t.podgroup, want, namespace=ns))
             except errors.AlreadyExists:
                 return ctx.client.get(t.podgroup, want["metadata"]["name"], namespace=ns)
         have = w.podgroup.get("spec") or {}
@@ -325,7 +294,8 @@ def _ensure_podgroup(ctx: Context, t: _Types, w: _World) -> dict[str, Any] | Non
             patch["minResources"] = {**{k: None for k in have.get("minResources") or {}}, **want["spec"]["minResources"]}
         if not patch:
             return w.podgroup
-        return ctx.client.patch(t.podgroup, w.podgroup["metadata"]["name"], {"spec": patch}, namespace=ns)
+        return _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.patch(t.podgroup, w.podgroup["metadata"]["name"],
+                                                                {"spec": patch}, namespace=ns))
     except errors.ApiError as exc:
         if isinstance(exc, errors.Conflict):
             raise
@@ -407,6 +377,7 @@ def _create_all(ctx: Context, t: _Types, raw: dict[str, Any], pods: list[dict[st
     failures = []
     for done in _fanout.run(lambda pod: ctx.client.create(t.pod, pod, namespace=ns), pods, ctx.pod_concurrency):
         if done.error is None:
+            _job_reads.wrote(ctx, "Pod", raw, done.value)
             out.created.append(done.value)
         elif isinstance(done.error, errors.AlreadyExists):
             out.existing.append(done.item)
@@ -474,7 +445,8 @@ def _kill_job(ctx: Context, t: _Types, w: _World, retain: frozenset[str], status
         plugin.on_job_delete(w.job, status, children)
     if w.podgroup is not None:
         with contextlib.suppress(errors.NotFound):
-            ctx.client.delete(t.podgroup, w.podgroup["metadata"]["name"], namespace=w.job["metadata"]["namespace"])
+            _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.delete(t.podgroup, w.podgroup["metadata"]["name"],
+                                                              namespace=w.job["metadata"]["namespace"]))
 
 
 def unfinished_kill(pods: list[dict[str, Any]], *, version: int, retry_count: int,
@@ -568,15 +540,25 @@ def _write_pending(ctx: Context, t: _Types, raw: dict[str, Any], entries: list[d
     meta = raw["metadata"]
     patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
                           "annotations": {PENDING_ACTIONS_ANNOTATION: value}}}
-    return ctx.client.patch(t.job, meta["name"], patch, namespace=meta["namespace"])
+    return _job_reads.wrote(ctx, "Job", raw, ctx.client.patch(t.job, meta["name"], patch, namespace=meta["namespace"]))
 
 
 def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     """One step of the Job `namespace/name` toward what its spec, its pods and its inbox say."""
-    t = _Types.of(ctx)
+    if ctx.cache is None:
+        return _reconcile(ctx, namespace, name)
+    ctx.cache.begin(namespace, name)
     try:
-        raw = ctx.client.get(t.job, name, namespace=namespace)
-    except errors.NotFound:
+        return _reconcile(ctx, namespace, name)
+    except errors.Conflict:
+        ctx.cache.forget(namespace, name)  # someone wrote first: the retry reads the API
+        raise
+
+
+def _reconcile(ctx: Context, namespace: str, name: str) -> Result:
+    t = _Types.of(ctx)
+    raw = _job_reads.read_job(ctx, t, namespace, name)
+    if raw is None:
         return Result()
     if raw["metadata"].get("deletionTimestamp"):
         return Result()
@@ -585,7 +567,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     now = ctx.clock()
     epoch = now.timestamp()
     items = ctx.inbox.peek(KIND, namespace, name)
-    pods, podgroup = _read_children(ctx, t, job)
+    pods, podgroup = _job_reads.read_children(ctx, t, job)
     w = _World(raw=raw, job=job, pods=pods, podgroup=podgroup)
     before = _pending_entries(raw)
     p = plan(job, items, before, w.pods, epoch)
@@ -628,7 +610,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
         _transition(status, step.phase, now)  # type: ignore[arg-type]
         body = copy.deepcopy(raw)
         body["status"] = status
-        raw = w.raw = ctx.client.update_status(t.job, body, namespace=namespace)
+        raw = w.raw = _job_reads.wrote(ctx, "Job", raw, ctx.client.update_status(t.job, body, namespace=namespace))
         status = copy.deepcopy(raw.get("status") or {})
         step = dataclasses.replace(step, phase=None, retry=0)
     elif phase0 == "Restarting" and step.op is _job_state.Op.SYNC:
@@ -667,7 +649,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     if status != (raw.get("status") or {}):
         body = copy.deepcopy(raw)
         body["status"] = status
-        raw = ctx.client.update_status(t.job, body, namespace=namespace)
+        raw = _job_reads.wrote(ctx, "Job", raw, ctx.client.update_status(t.job, body, namespace=namespace))
 
     if final != pre:
         raw = _write_pending(ctx, t, raw, final)

@@ -26,7 +26,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Queue
 
-from lahar.controllers import dispatch, queues, reconcilers, workqueue
+from lahar.controllers import caches, dispatch, queues, reconcilers, workqueue
 from lahar.controllers import metrics as ctrl_metrics
 from lahar.controllers.context import Context
 from lahar.controllers.workqueue import Key
@@ -133,6 +133,7 @@ class Runtime:
     pid: int = field(default_factory=os.getpid)
     metrics: ctrl_metrics.ReconcileMetrics = field(default_factory=ctrl_metrics.ReconcileMetrics)
     _client: Any = None
+    _cache: Any = None  # controllers.caches.JobCache, started on first use (False: not available)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -152,10 +153,31 @@ class Runtime:
                 self._client = RestClient(kubeconfig.load(self.settings.kubeconfig))
             return self._client
 
+    @property
+    def job_cache(self) -> caches.JobCache | None:
+        """The job reconciler's informer reads in this process (`LAHAR_JOB_CACHE`), once the Volcano kinds are
+        served; until it has synced every read goes to the API."""
+        if not self.settings.job_cache:
+            return None
+        client = self.client
+        with self._lock:
+            if self._cache is None:
+                reg = client.registry
+                types = {"Job": reg.get("batch.volcano.sh", "v1alpha1", "jobs"), "Pod": reg.get("", "v1", "pods"),
+                         "PodGroup": reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")}
+                if any(rt is None for rt in types.values()):
+                    return None
+                redis = self.redis
+                self._cache = caches.JobCache(
+                    client, types,
+                    seen=lambda ns, name: redis.hgetall(caches.seen_key(workqueue.PREFIX, ns, name))).start()
+            return self._cache or None
+
     def context(self) -> Context:
         return Context(client=self.client, timers=self.timers, inbox=self.inbox,
                        scheduler_names=tuple(self.settings.scheduler_names),
-                       default_queue=self.settings.default_queue, pod_concurrency=self.settings.pod_concurrency)
+                       default_queue=self.settings.default_queue, pod_concurrency=self.settings.pod_concurrency,
+                       cache=self.job_cache)
 
 
 _runtime: Runtime | None = None
