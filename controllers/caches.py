@@ -98,6 +98,12 @@ class JobCache:
         for inf in self.informers.values():
             inf.stop()
 
+    def take_stats(self) -> dict[str, int]:
+        """Reads served from the informers (`hits`) and sent to the API (`misses`) since the last call."""
+        with self._mu:
+            out, self.stats = self.stats, {"hits": 0, "misses": 0}
+        return out
+
     # -- freshness ---------------------------------------------------------------------------------------------
 
     def begin(self, namespace: str, name: str) -> None:
@@ -117,10 +123,12 @@ class JobCache:
         deadline = time.monotonic() + self.wait
         while True:
             if fresh_enough(synced=inf.has_synced(), watched=inf.resource_version, needed=needed):
-                self.stats["hits"] += 1
+                with self._mu:
+                    self.stats["hits"] += 1
                 return inf
             if _FORCE in needed or time.monotonic() >= deadline or not inf.has_synced():
-                self.stats["misses"] += 1
+                with self._mu:
+                    self.stats["misses"] += 1
                 return None
             time.sleep(0.01)  # the watch is a moment behind the dispatcher's: let it catch up
 
