@@ -68,7 +68,7 @@ class JobCache:
     """Informers on Jobs, pods labelled `volcano.sh/job-name` and PodGroups; `start()`, read, `stop()`."""
 
     def __init__(self, client: Any, types: Mapping[str, ResourceType], *,
-                 seen: Callable[[str, str], Mapping[str, Any]] | None = None, wait: float = 0.2,
+                 seen: Callable[[str, str], Mapping[str, Any]] | None = None, wait: float = 0.1,
                  informer_options: Mapping[str, Any] | None = None) -> None:
         opts = dict(informer_options or {})
         self.informers: dict[str, Informer] = {
@@ -83,6 +83,7 @@ class JobCache:
         self._own: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, job) → kind → our last write's version
         self._mu = threading.Lock()
         self._needs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._deadlines: dict[tuple[str, str], float] = {}  # one wait budget per reconcile, shared by its reads
 
     # -- life --------------------------------------------------------------------------------------------------
 
@@ -115,12 +116,19 @@ class JobCache:
         with self._mu:
             own = dict(self._own.get((namespace, name)) or {})
             self._needs[(namespace, name)] = {kind: [seen.get(kind), own.get(kind)] for kind in KINDS}
+            self._deadlines[(namespace, name)] = time.monotonic() + self.wait
+
+    def end(self, namespace: str, name: str) -> None:
+        """End of the reconcile `begin` started: its per-reconcile state goes."""
+        with self._mu:
+            self._needs.pop((namespace, name), None)
+            self._deadlines.pop((namespace, name), None)
 
     def _ready(self, kind: str, namespace: str, name: str) -> Informer | None:
         with self._mu:
             needed = (self._needs.get((namespace, name)) or {}).get(kind, [_FORCE])
+            deadline = self._deadlines.get((namespace, name), 0.0)
         inf = self.informers[kind]
-        deadline = time.monotonic() + self.wait
         while True:
             if fresh_enough(synced=inf.has_synced(), watched=inf.resource_version, needed=needed):
                 with self._mu:

@@ -553,6 +553,8 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     except errors.Conflict:
         ctx.cache.forget(namespace, name)  # someone wrote first: the retry reads the API
         raise
+    finally:
+        ctx.cache.end(namespace, name)
 
 
 def _reconcile(ctx: Context, namespace: str, name: str) -> Result:
