@@ -231,8 +231,8 @@ def _delete_pod(ctx: Context, t: _Types, pod: dict[str, Any]) -> bool:
             _job_reads.wrote(ctx, "Pod", job, ctx.client.patch(
                 t.pod, meta["name"], {"metadata": {"annotations": {keys.CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
                 namespace=meta["namespace"]))
-        _job_reads.wrote(ctx, "Pod", job, ctx.client.delete(t.pod, meta["name"], namespace=meta["namespace"],
-                                                  preconditions={"uid": meta["uid"]}))
+        _job_reads.wrote(ctx, "Pod", job, ctx.client.delete(
+            t.pod, meta["name"], namespace=meta["namespace"], preconditions={"uid": meta["uid"]}))
     except errors.NotFound:
         pass
     except errors.Conflict:
@@ -294,8 +294,8 @@ def _ensure_podgroup(ctx: Context, t: _Types, w: _World) -> dict[str, Any] | Non
             patch["minResources"] = {**{k: None for k in have.get("minResources") or {}}, **want["spec"]["minResources"]}
         if not patch:
             return w.podgroup
-        return _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.patch(t.podgroup, w.podgroup["metadata"]["name"],
-                                                                {"spec": patch}, namespace=ns))
+        return _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.patch(
+            t.podgroup, w.podgroup["metadata"]["name"], {"spec": patch}, namespace=ns))
     except errors.ApiError as exc:
         if isinstance(exc, errors.Conflict):
             raise
