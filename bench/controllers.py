@@ -262,6 +262,11 @@ def main() -> int:
         used["bench (this process)"] = self_cpu1 - self_cpu0
         print(f"  CPU seconds in those {burst:.1f} s: " + ", ".join(
             f"{name} {sec:.1f} ({sec / burst:.0%} of a core)" for name, sec in sorted(used.items(), key=lambda kv: -kv[1])))
+        hits, misses = delta(settled, "cache:hits"), delta(settled, "cache:misses")
+        print(f"  Job reconciler reads (Job, pods, PodGroup) until drained: {hits + misses} "
+              f"({(hits + misses) / args.jobs:.1f} per job), from informers {hits}, from the API {misses} "
+              f"({misses / args.jobs:.1f} per job; LAHAR_JOB_CACHE={os.environ.get('LAHAR_JOB_CACHE', 'true')}; "
+              "with the cache off every read is an API read and is not counted here)")
         print(f"  after the queue drained: {delta(settled, 'reconciles')} reconciles, Job reconciles per job "
               f"{delta(settled, 'reconcile:Job') / args.jobs:.2f}, found locked {delta(settled, 'locked')}, "
               f"retries {delta(settled, 'retries')}, dropped {delta(settled, 'dropped')}")

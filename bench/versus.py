@@ -165,12 +165,15 @@ def request_total(metrics_text: str) -> dict[str, float]:
     return out
 
 
+PASSED_SETTINGS = frozenset({"LAHAR_JOB_CACHE"})  # kept from the caller's environment, to compare a setting
+
+
 def lahar_env(base: dict[str, str], kubeconfig_path: str, redis_port: int, work: Path) -> dict[str, str]:
-    """The environment of lahar's processes: the caller's minus its LAHAR_* settings, the cluster's kubeconfig, a
-    redis of its own, and a data directory not named `lahar` inside their working directory (`python -m lahar.cli`
-    puts the cwd first on sys.path, and a `lahar` directory there shadows the package: the second run's Celery
-    worker died with `cannot import name '__version__' from 'lahar'`)."""
-    env = {k: v for k, v in base.items() if not k.startswith("LAHAR_")}
+    """The environment of lahar's processes: the caller's minus its LAHAR_* settings (PASSED_SETTINGS stay), the
+    cluster's kubeconfig, a redis of its own, and a data directory not named `lahar` inside their working directory
+    (`python -m lahar.cli` puts the cwd first on sys.path, and a `lahar` directory there shadows the package: the
+    second run's Celery worker died with `cannot import name '__version__' from 'lahar'`)."""
+    env = {k: v for k, v in base.items() if not k.startswith("LAHAR_") or k in PASSED_SETTINGS}
     env.update(KUBECONFIG=kubeconfig_path, REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", PYTHONUNBUFFERED="1",
                LAHAR_SCHEDULER_CONF_NAMESPACES="volcano-system", LAHAR_LOG_LEVEL="WARNING",
                LAHAR_DATA_DIR=str(work / "lahar-data"))

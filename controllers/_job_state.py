@@ -25,6 +25,7 @@ __all__ = [
     "Step",
     "next_status",
     "state_for",
+    "stores_intent",
 ]
 
 RETAIN_NONE: frozenset[str] = frozenset()
@@ -190,6 +191,13 @@ _STATES: dict[str, State] = {
     "Failed": FinishedState(),
     "Terminated": FinishedState(),
 }
+
+
+def stores_intent(step: Step, phase: str) -> bool:
+    """Whether `step` changes the phase with a kill (RestartJob, AbortJob, ResumeJob, ...): then its new phase,
+    retryCount and version are written before any pod is deleted, so a process dying mid-kill leaves the Job in the
+    phase whose state finishes the kill (Restarting, Aborting, ...), never in the old phase with its pods gone."""
+    return step.op is not Op.SYNC and step.phase is not None and step.phase != (phase or "Pending")
 
 
 def state_for(phase: str) -> State:

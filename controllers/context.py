@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lahar.controllers._fanout import DEFAULT_LIMIT
+from lahar.controllers.caches import JobCache
 from lahar.kube.client import ClusterClient
 
 __all__ = [
@@ -134,3 +135,4 @@ class Context:
     default_queue: str = "default"
     component: str = "lahar-controllers"
     pod_concurrency: int = DEFAULT_LIMIT  # a Job's pod creates/deletes in flight at once, per process (`_fanout`)
+    cache: JobCache | None = None  # the job reconciler's informer reads (`controllers.caches`); None: the API

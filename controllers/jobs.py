@@ -2,30 +2,33 @@
 
 Each call re-reads the Job, its PodGroup `<job>-<uid>` and its pods, takes at most one user action from the inbox
 (or a due delayed action), runs the phase's state (`_job_state`) — SyncJob, KillJob or KillTarget — and writes the
-status once, with the read resourceVersion as precondition (a Conflict propagates: the runtime retries). Children have
-deterministic names, so a replay after a crash creates nothing twice (AlreadyExists counts as done).
+status once (a phase-changing kill twice: intent, then outcome), with the read resourceVersion as precondition (a
+Conflict propagates: the runtime retries). Children have deterministic names, so a replay after a crash creates
+nothing twice (AlreadyExists counts as done).
 
-Flow per call: read → plan (inbox items → policies → delayed/now) → durable delayed actions (annotation) → operation
-(a job's pod creates, then deletes, go out side by side through `_fanout`, `ctx.pod_concurrency` per process) →
-status → remove the executed delayed action → ack the inbox → arm timers.
+Flow per call: read → plan (inbox items → policies → delayed/now) → durable delayed actions (annotation) → a
+kill's intent (new phase, retryCount, version: first, so a crash mid-kill leaves the phase that finishes it) →
+operation (a job's pod creates, then deletes, go out side by side through `_fanout`, `ctx.pod_concurrency` per
+process) → status → remove the executed delayed action → ack the inbox → arm timers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.controllers import _fanout, _job_pods, _job_policies, _job_state, events, jobplugins
+from lahar.controllers import _fanout, _job_pods, _job_policies, _job_reads, _job_state, events, jobplugins
 from lahar.controllers.context import Context, PermanentError, Result, TemporaryError
 from lahar.kube import durations, errors
 from lahar.kube.models import labels as keys
 from lahar.kube.resources import ResourceType
 
-__all__ = ["PENDING_ACTIONS_ANNOTATION", "TIMER_TOKEN", "reconcile"]
+__all__ = ["PENDING_ACTIONS_ANNOTATION", "TIMER_TOKEN", "reconcile", "unfinished_kill"]
 
 PENDING_ACTIONS_ANNOTATION = "lahar.sh/pending-actions"
 TIMER_TOKEN = "job-delayed-action"
@@ -85,40 +88,6 @@ class _Outcome:
 
 
 # --- reading --------------------------------------------------------------------------------------------------------
-
-def _owned(obj: dict[str, Any], uid: str) -> bool:
-    return any(ref.get("controller") and ref.get("uid") == uid
-               for ref in (obj.get("metadata") or {}).get("ownerReferences") or ())
-
-
-def _read_pods(ctx: Context, t: _Types, job: dict[str, Any]) -> list[dict[str, Any]]:
-    meta = job["metadata"]
-    listed = ctx.client.list(t.pod, namespace=meta["namespace"], label_selector=f"{keys.JOB_NAME_KEY}={meta['name']}")
-    return [p for p in listed.get("items") or () if _owned(p, meta["uid"])]
-
-
-def _read_podgroup(ctx: Context, t: _Types, job: dict[str, Any]) -> dict[str, Any] | None:
-    meta = job["metadata"]
-    for name in (_job_pods.podgroup_name(job), meta["name"]):  # `<job>` is the pre-UID name Volcano still reads
-        try:
-            pg = ctx.client.get(t.podgroup, name, namespace=meta["namespace"])
-        except errors.NotFound:
-            continue
-        if _owned(pg, meta["uid"]):
-            return pg
-    return None
-
-
-def _read_children(ctx: Context, t: _Types, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The Job's pods and its PodGroup, read side by side: two round trips to the API server in the time of one
-    (on a real cluster every reconcile waits for them; Volcano's controller reads both from its informers)."""
-    reads = [lambda: _read_pods(ctx, t, job), lambda: _read_podgroup(ctx, t, job)]
-    done = _fanout.run(lambda read: read(), reads, ctx.pod_concurrency)
-    for d in done:
-        if d.error is not None:
-            raise d.error
-    return done[0].value, done[1].value  # type: ignore[return-value]
-
 
 def _priorities(ctx: Context, t: _Types, job: dict[str, Any]) -> dict[str, int]:
     if t.priorityclass is None:
@@ -257,10 +226,13 @@ def _delete_pod(ctx: Context, t: _Types, pod: dict[str, Any]) -> bool:
     if meta.get("deletionTimestamp"):
         return True
     try:
+        job = {"metadata": {"namespace": meta["namespace"], "name": (meta.get("labels") or {}).get(keys.JOB_NAME_KEY)}}
         if (meta.get("annotations") or {}).get(keys.CONTROLLER_OUT_OF_SYNC_KEY) is None:
-            ctx.client.patch(t.pod, meta["name"], {"metadata": {"annotations": {keys.CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
-                             namespace=meta["namespace"])
-        ctx.client.delete(t.pod, meta["name"], namespace=meta["namespace"], preconditions={"uid": meta["uid"]})
+            _job_reads.wrote(ctx, "Pod", job, ctx.client.patch(
+                t.pod, meta["name"], {"metadata": {"annotations": {keys.CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
+                namespace=meta["namespace"]))
+        _job_reads.wrote(ctx, "Pod", job, ctx.client.delete(
+            t.pod, meta["name"], namespace=meta["namespace"], preconditions={"uid": meta["uid"]}))
     except errors.NotFound:
         pass
     except errors.Conflict:
@@ -309,7 +281,7 @@ def _ensure_podgroup(ctx: Context, t: _Types, w: _World) -> dict[str, Any] | Non
     try:
         if w.podgroup is None:
             try:
-                return ctx.client.create(t.podgroup, want, namespace=ns)
+                return _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.create(t.podgroup, want, namespace=ns))
             except errors.AlreadyExists:
                 return ctx.client.get(t.podgroup, want["metadata"]["name"], namespace=ns)
         have = w.podgroup.get("spec") or {}
@@ -322,7 +294,8 @@ def _ensure_podgroup(ctx: Context, t: _Types, w: _World) -> dict[str, Any] | Non
             patch["minResources"] = {**{k: None for k in have.get("minResources") or {}}, **want["spec"]["minResources"]}
         if not patch:
             return w.podgroup
-        return ctx.client.patch(t.podgroup, w.podgroup["metadata"]["name"], {"spec": patch}, namespace=ns)
+        return _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.patch(
+            t.podgroup, w.podgroup["metadata"]["name"], {"spec": patch}, namespace=ns))
     except errors.ApiError as exc:
         if isinstance(exc, errors.Conflict):
             raise
@@ -404,6 +377,7 @@ def _create_all(ctx: Context, t: _Types, raw: dict[str, Any], pods: list[dict[st
     failures = []
     for done in _fanout.run(lambda pod: ctx.client.create(t.pod, pod, namespace=ns), pods, ctx.pod_concurrency):
         if done.error is None:
+            _job_reads.wrote(ctx, "Pod", raw, done.value)
             out.created.append(done.value)
         elif isinstance(done.error, errors.AlreadyExists):
             out.existing.append(done.item)
@@ -458,18 +432,40 @@ def _sync_job(ctx: Context, t: _Types, w: _World, status: dict[str, Any], out: _
 
 
 def _kill_job(ctx: Context, t: _Types, w: _World, retain: frozenset[str], status: dict[str, Any],
-              out: _Outcome) -> None:
-    spec = w.job["spec"]
-    if int(status.get("retryCount") or 0) >= int(spec.get("maxRetry", 3)) - 1:
-        retain = _job_state.RETAIN_SOFT  # the last retry keeps Succeeded and Failed pods
-    victims = [p for p in w.pods if not p["metadata"].get("deletionTimestamp") and _pod_phase(p) not in retain]
+              out: _Outcome, *, retry_count: int, victims: list[dict[str, Any]] | None = None) -> None:
+    """killJob: delete the pods not retained (`victims` when given), the plugins' objects and the PodGroup.
+    `retry_count` is the count before this kill's own restart (the last retry keeps Succeeded and Failed pods)."""
+    if victims is None:
+        if retry_count >= int(w.job["spec"].get("maxRetry", 3)) - 1:
+            retain = _job_state.RETAIN_SOFT
+        victims = [p for p in w.pods if not p["metadata"].get("deletionTimestamp") and _pod_phase(p) not in retain]
     _delete_all(ctx, t, w.raw, victims, out)
     children = jobplugins.Children(ctx.client)
     for plugin in _plugins(ctx, w.job, w.raw):
         plugin.on_job_delete(w.job, status, children)
     if w.podgroup is not None:
         with contextlib.suppress(errors.NotFound):
-            ctx.client.delete(t.podgroup, w.podgroup["metadata"]["name"], namespace=w.job["metadata"]["namespace"])
+            _job_reads.wrote(ctx, "PodGroup", w.job, ctx.client.delete(t.podgroup, w.podgroup["metadata"]["name"],
+                                                              namespace=w.job["metadata"]["namespace"]))
+
+
+def unfinished_kill(pods: list[dict[str, Any]], *, version: int, retry_count: int,
+                    max_retry: int) -> list[dict[str, Any]]:
+    """In Restarting: the pods a kill left behind (a process died mid-kill; its intent, the new status.version, was
+    stored first) — older than `version`, not being deleted, not retained. A restart that consumed a retry keeps
+    nothing (the last one keeps Succeeded and Failed pods); one that did not (ResumeJob) keeps them. Pure."""
+    soft = retry_count == 0 or retry_count >= max_retry
+    retain = _job_state.RETAIN_SOFT if soft else _job_state.RETAIN_NONE
+    out = []
+    for pod in pods:
+        meta = pod["metadata"]
+        try:
+            pod_version = int((meta.get("annotations") or {}).get(keys.JOB_VERSION_KEY, version))
+        except ValueError:
+            pod_version = version
+        if pod_version < version and not meta.get("deletionTimestamp") and _pod_phase(pod) not in retain:
+            out.append(pod)
+    return out
 
 
 def _kill_target(ctx: Context, t: _Types, w: _World, d: _job_policies.Decision, out: _Outcome) -> None:
@@ -544,15 +540,27 @@ def _write_pending(ctx: Context, t: _Types, raw: dict[str, Any], entries: list[d
     meta = raw["metadata"]
     patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
                           "annotations": {PENDING_ACTIONS_ANNOTATION: value}}}
-    return ctx.client.patch(t.job, meta["name"], patch, namespace=meta["namespace"])
+    return _job_reads.wrote(ctx, "Job", raw, ctx.client.patch(t.job, meta["name"], patch, namespace=meta["namespace"]))
 
 
 def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     """One step of the Job `namespace/name` toward what its spec, its pods and its inbox say."""
-    t = _Types.of(ctx)
+    if ctx.cache is None:
+        return _reconcile(ctx, namespace, name)
+    ctx.cache.begin(namespace, name)
     try:
-        raw = ctx.client.get(t.job, name, namespace=namespace)
-    except errors.NotFound:
+        return _reconcile(ctx, namespace, name)
+    except errors.Conflict:
+        ctx.cache.forget(namespace, name)  # someone wrote first: the retry reads the API
+        raise
+    finally:
+        ctx.cache.end(namespace, name)
+
+
+def _reconcile(ctx: Context, namespace: str, name: str) -> Result:
+    t = _Types.of(ctx)
+    raw = _job_reads.read_job(ctx, t, namespace, name)
+    if raw is None:
         return Result()
     if raw["metadata"].get("deletionTimestamp"):
         return Result()
@@ -561,7 +569,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     now = ctx.clock()
     epoch = now.timestamp()
     items = ctx.inbox.peek(KIND, namespace, name)
-    pods, podgroup = _read_children(ctx, t, job)
+    pods, podgroup = _job_reads.read_children(ctx, t, job)
     w = _World(raw=raw, job=job, pods=pods, podgroup=podgroup)
     before = _pending_entries(raw)
     p = plan(job, items, before, w.pods, epoch)
@@ -590,12 +598,37 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
         _transition(status, "Pending", now)
     out = _Outcome()
     version = int(status.get("version") or 0)
+    retry0 = int(status.get("retryCount") or 0)
+    counted = False  # this kill's version bump is in the stored status already
+    leftovers: list[dict[str, Any]] | None = None
+    if _job_state.stores_intent(step, phase0):
+        # Intent first (write-ahead): the new phase, retryCount and version reach the Job before any pod goes, so a
+        # crash mid-kill leaves it Restarting/Aborting/..., whose state finishes the kill; a reconcile that read the
+        # old status (pods still alive) conflicts on its write instead of deciding from a half-killed job.
+        if step.op is _job_state.Op.KILL_JOB:
+            version += 1  # status.version counts the kills that changed something (docs/compatibility.md)
+            counted = True
+        status.update({"version": version, "retryCount": retry0 + step.retry})
+        _transition(status, step.phase, now)  # type: ignore[arg-type]
+        body = copy.deepcopy(raw)
+        body["status"] = status
+        raw = w.raw = _job_reads.wrote(ctx, "Job", raw, ctx.client.update_status(t.job, body, namespace=namespace))
+        status = copy.deepcopy(raw.get("status") or {})
+        step = dataclasses.replace(step, phase=None, retry=0)
+    elif phase0 == "Restarting" and step.op is _job_state.Op.SYNC:
+        leftovers = unfinished_kill(w.pods, version=version, retry_count=retry0,
+                                    max_retry=int(job["spec"].get("maxRetry", 3)))
+        if leftovers:  # a kill interrupted after its intent was stored: finish it (its version is counted)
+            step = _job_state.Step(_job_state.Op.KILL_JOB, rule=_job_state.Rule.RESTARTING)
+            counted = True
+        else:
+            leftovers = None
     if step.op is _job_state.Op.SYNC:
         _sync_job(ctx, t, w, status, out)
     elif step.op is _job_state.Op.KILL_JOB:
-        _kill_job(ctx, t, w, step.retain, status, out)
-        if out.deleted or (step.phase is not None and step.phase != phase0):
-            version += 1  # status.version counts the kills that changed something (docs/compatibility.md)
+        _kill_job(ctx, t, w, step.retain, status, out, retry_count=retry0, victims=leftovers)
+        if not counted and (out.deleted or (step.phase is not None and step.phase != phase0)):
+            version += 1
     else:
         _kill_target(ctx, t, w, decision, out)
 
@@ -618,7 +651,7 @@ def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     if status != (raw.get("status") or {}):
         body = copy.deepcopy(raw)
         body["status"] = status
-        raw = ctx.client.update_status(t.job, body, namespace=namespace)
+        raw = _job_reads.wrote(ctx, "Job", raw, ctx.client.update_status(t.job, body, namespace=namespace))
 
     if final != pre:
         raw = _write_pending(ctx, t, raw, final)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lahar.controllers import dispatch, workqueue
+from lahar.controllers import caches, dispatch, workqueue
 from lahar.controllers.dispatch import Work
 from lahar.controllers.workqueue import Key
 from lahar.kube import backoff, errors
@@ -60,6 +60,7 @@ class Dispatcher:
         self.stats = {"events": 0, "works": 0, "sent": 0, "deduplicated": 0, "inbox": 0, "timers": 0, "errors": 0}
         self._outbox: queue.Queue[Work] = queue.Queue()
         self._queued: set[Key] = set()
+        self._seen: dict[Key, dict[str, str]] = {}  # Job key → kind → newest resourceVersion routed to it
         self._mu = threading.Lock()
 
     # -- routing (informer threads) ----------------------------------------------------------------------------
@@ -78,9 +79,12 @@ class Dispatcher:
                 job = jobs.get(ns, name) if jobs is not None else None
         works = dispatch.route(kind, event, obj, old, siblings=siblings, job=job,
                                scheduler_names=self.scheduler_names)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
         with self._mu:
             self.stats["events"] += 1
             for work in works:
+                if work.key.kind == "Job" and kind in caches.KINDS and rv:
+                    self._seen.setdefault(work.key, {})[kind] = str(rv)
                 if not work.inbox and work.key in self._queued:
                     self.stats["deduplicated"] += 1
                     continue
@@ -114,6 +118,9 @@ class Dispatcher:
                         self.stats["inbox"] += 1
                     with self._mu:
                         self._queued.discard(work.key)
+                        seen = self._seen.pop(work.key, None)
+                    if seen:
+                        self._write_seen(work.key, seen)
                     if self.send(work.key):
                         self.stats["sent"] += 1
                     else:
@@ -125,6 +132,22 @@ class Dispatcher:
                     failures += 1
                     log.warning("enqueueing %s failed (%s); retrying in %.1fs", work.key, e, delay)
                     stop.wait(delay)
+
+    def _write_seen(self, key: Key, seen: dict[str, str]) -> None:
+        """What the worker's read cache must have seen before it serves this Job (`controllers.caches`); written
+        before the task is sent. On a failure the versions go back, to be written with the retry."""
+        name = caches.seen_key(workqueue.PREFIX, key.namespace, key.name)
+        try:
+            pipe = self.redis.pipeline()
+            pipe.hset(name, mapping=seen)
+            pipe.expire(name, workqueue.INBOX_TTL)
+            pipe.execute()
+        except Exception:
+            with self._mu:
+                newer = self._seen.setdefault(key, {})
+                for kind, rv in seen.items():
+                    newer.setdefault(kind, rv)
+            raise
 
     def _timer_loop(self, stop: threading.Event) -> None:
         while not stop.wait(self.timer_poll_interval):

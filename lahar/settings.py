@@ -43,5 +43,6 @@ class Settings(BaseSettings):
     pending_grace: float = 5.0                # resync: a mark older than this whose task is not in the broker is
                                               # stale (its message was lost) and is replaced by a new task
     pod_concurrency: int = 16                 # a Job's pod creates/deletes in flight at once, per worker process
+    job_cache: bool = True                    # the job reconciler reads Jobs, pods, PodGroups from informers
     flower_port: int = 5555
     flower_basic_auth: str | None = None      # user:password for Flower; unset: generated in <data_dir>/flower-auth

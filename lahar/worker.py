@@ -26,7 +26,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Queue
 
-from lahar.controllers import dispatch, queues, reconcilers, workqueue
+from lahar.controllers import caches, dispatch, queues, reconcilers, workqueue
 from lahar.controllers import metrics as ctrl_metrics
 from lahar.controllers.context import Context
 from lahar.controllers.workqueue import Key
@@ -133,6 +133,7 @@ class Runtime:
     pid: int = field(default_factory=os.getpid)
     metrics: ctrl_metrics.ReconcileMetrics = field(default_factory=ctrl_metrics.ReconcileMetrics)
     _client: Any = None
+    _cache: Any = None  # controllers.caches.JobCache, started on first use (False: not available)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -152,10 +153,31 @@ class Runtime:
                 self._client = RestClient(kubeconfig.load(self.settings.kubeconfig))
             return self._client
 
+    @property
+    def job_cache(self) -> caches.JobCache | None:
+        """The job reconciler's informer reads in this process (`LAHAR_JOB_CACHE`), once the Volcano kinds are
+        served; until it has synced every read goes to the API."""
+        if not self.settings.job_cache:
+            return None
+        client = self.client
+        with self._lock:
+            if self._cache is None:
+                reg = client.registry
+                types = {"Job": reg.get("batch.volcano.sh", "v1alpha1", "jobs"), "Pod": reg.get("", "v1", "pods"),
+                         "PodGroup": reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")}
+                if any(rt is None for rt in types.values()):
+                    return None
+                redis = self.redis
+                self._cache = caches.JobCache(
+                    client, types,
+                    seen=lambda ns, name: redis.hgetall(caches.seen_key(workqueue.PREFIX, ns, name))).start()
+            return self._cache or None
+
     def context(self) -> Context:
         return Context(client=self.client, timers=self.timers, inbox=self.inbox,
                        scheduler_names=tuple(self.settings.scheduler_names),
-                       default_queue=self.settings.default_queue, pod_concurrency=self.settings.pod_concurrency)
+                       default_queue=self.settings.default_queue, pod_concurrency=self.settings.pod_concurrency,
+                       cache=self.job_cache)
 
 
 _runtime: Runtime | None = None
@@ -259,6 +281,7 @@ def reconcile(self: Any, kind: str, namespace: str, name: str) -> dict[str, Any]
         rt.wq.count(f"reconcile:{kind}")
         with rt.metrics.timed(kind) as done:
             result = done(reconcilers.reconcile(rt.context(), kind, namespace, name))
+        _count_cache_reads(rt)
     except Exception as exc:  # the taxonomy: see the module docstring
         delay = workqueue.retry_after(exc, self.request.retries, max_retries=rt.settings.max_retries)
         if delay is None:
@@ -282,6 +305,15 @@ def reconcile(self: Any, kind: str, namespace: str, name: str) -> dict[str, Any]
         else:
             rt.timers.after(result.requeue_after, kind, namespace, name, token=REQUEUE_TIMER)
     return {"outcome": "ok", "requeue_after": result.requeue_after}
+
+
+def _count_cache_reads(rt: Runtime) -> None:
+    """The job reconciler's reads served by its informers (`cache:hits`) or the API (`cache:misses`), in the work
+    queue's counters (bench/controllers.py prints them)."""
+    if rt._cache:
+        for field_name, n in rt._cache.take_stats().items():
+            if n:
+                rt.wq.count(f"cache:{field_name}", n)
 
 
 @app.task(name="lahar.resync", acks_late=True, reject_on_worker_lost=True)

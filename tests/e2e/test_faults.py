@@ -447,10 +447,6 @@ def test_redis_crash_mid_run(stack: tuple[Up, Observer]) -> None:
     assert up.read_info()["redis_pid"] == info["redis_pid"]  # came back once, stayed up
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "bug (intermittent, about 1 run in 3 under load): a worker SIGKILLed inside a RestartJob can leave job `r` Failed "
-    "with retryCount 0 and version 0 after its 'Start to execute action RestartJob' Event; the restart's intent must "
-    "be stored (phase Restarting) before its side effects"))
 def test_worker_and_scheduler_sigkilled(stack: tuple[Up, Observer]) -> None:
     """The controller worker as it reconciles the new jobs, and the scheduler as it binds the first gang, both
     SIGKILLed (the process only: the supervisor ends what is left of its group and starts it again)."""
