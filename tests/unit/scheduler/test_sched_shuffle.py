@@ -174,7 +174,10 @@ def _pdb(allowed: int) -> dict[str, Any]:
     ([["fake", "pdb"]], [_pdb(1)], 1),
     ([["fake"], ["pdb"]], [_pdb(1)], 1),  # the filter applies whatever tier it is in
     ([["fake", {"name": "pdb", "enabledVictim": False}]], [_pdb(0)], 3),
-], ids=["without-pdb", "pdb-protects", "pdb-allows-one", "pdb-in-a-later-tier", "pdb-switched-off"])
+    ([["pdb"]], [], 0),  # Volcano's pdb is a VictimTasks function: alone, it names every unprotected pod
+    ([["pdb"]], [_pdb(5)], 0),
+], ids=["without-pdb", "pdb-protects", "pdb-allows-one", "pdb-in-a-later-tier", "pdb-switched-off",
+        "pdb-alone-proposes-nothing", "pdb-with-room-proposes-nothing"])
 def test_pdb_guards_shuffle(tiers: list[Any], pdbs: list[Any], want: int) -> None:
     _, d = _run(_conf("shuffle", *tiers), pods=_group(3, labels={"app": "w"}), nodes=[node("node1").alloc("8", "16Gi")],
                 podgroups=_one_job(0), fakes=ALL, pdbs=pdbs)
