@@ -31,6 +31,7 @@ __all__ = [
     "Rescheduling",
     "Victim",
     "due",
+    "group_nodes",
     "low_node_utilization",
     "parse_interval",
     "parse_low_node_utilization",
@@ -124,24 +125,35 @@ def _over(percent: Mapping[str, float], limits: Mapping[str, float]) -> list[str
     return [f"{r} {percent[r]:.0f}% >= {limits[r]:.0f}%" for r in RESOURCES if r in percent and percent[r] >= limits[r]]
 
 
+def group_nodes(nodes: Sequence[NodeLoad], conf: LowNodeUtilization) -> tuple[list[NodeLoad], list[NodeLoad]]:
+    """(under-used, over-used): under-used is schedulable and under every threshold; over-used is not under-used
+    and over some target threshold. Both empty when nothing is to move: no node of either kind, or every node
+    under-used."""
+    low, high = [], []
+    for n in nodes:
+        pct = n.percent()
+        if not n.unschedulable and all(pct.get(r, 0.0) < conf.thresholds[r] for r in RESOURCES if r in n.capacity):
+            low.append(n)
+        elif any(pct.get(r, 0.0) > conf.target_thresholds[r] for r in RESOURCES if r in n.capacity):
+            high.append(n)
+    if not low or len(low) == len(nodes) or not high:
+        return [], []
+    return low, high
+
+
 def low_node_utilization(nodes: Sequence[NodeLoad], candidates: Sequence[Candidate],
                          conf: LowNodeUtilization) -> list[Victim]:
     """Upstream's lowNodeUtilization over plain data.
 
-    Under-used: schedulable and under every threshold. Over-used: not under-used and over some target threshold.
-    Nothing moves unless both kinds exist and not every node is under-used. The room is, summed over under-used
+    Nothing moves unless `group_nodes` finds both under- and over-used nodes. The room is, summed over under-used
     nodes, target minus use per resource. Over-used nodes go most used first (cpu% + memory%); on each, candidates
     go lowest priority first, then BestEffort before Burstable before Guaranteed; evicting one takes its requests
     off the node and off the room, and eviction stops on the node once it is under every target or the room of a
     resource is used up (upstream stops only at exactly zero)."""
-    pct = {n.name: n.percent() for n in nodes}
-    low = [n for n in nodes if not n.unschedulable
-           and all(pct[n.name].get(r, 0.0) < conf.thresholds[r] for r in RESOURCES if r in n.capacity)]
-    low_names = {n.name for n in low}
-    high = [n for n in nodes if n.name not in low_names
-            and any(pct[n.name].get(r, 0.0) > conf.target_thresholds[r] for r in RESOURCES if r in n.capacity)]
-    if not low or len(low) == len(nodes) or not high:
+    low, high = group_nodes(nodes, conf)
+    if not high:
         return []
+    pct = {n.name: n.percent() for n in (*low, *high)}
     room = dict.fromkeys(RESOURCES, 0.0)
     for n in low:
         for r in RESOURCES:
@@ -175,6 +187,20 @@ def _time(text: str) -> dt.datetime:
     except ValueError:
         return dt.datetime.now(dt.UTC)
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _qos(pod: Mapping[str, Any], cache: dict[str, str]) -> str:
+    """The pod's QoS class, remembered by what decides it (the pod's and its containers' resources): a job's pods
+    share a template, and parsing every pod's quantities would cost more than the strategy itself."""
+    spec = pod.get("spec") or {}
+    key = repr((spec.get("resources"), [c.get("resources") for c in spec.get("containers") or ()],
+                [c.get("resources") for c in spec.get("initContainers") or ()]))
+    qos = cache.get(key)
+    if qos is None:
+        if len(cache) >= 4096:
+            cache.clear()
+        qos = cache[key] = podspec.qos_class(pod)
+    return qos
 
 
 def _measured(node: Mapping[str, Any], now: dt.datetime) -> dict[str, float] | None:
@@ -237,17 +263,22 @@ class Rescheduling:
             return []
         ssn = self._ssn
         cpu, mem = ssn.resources.cpu, ssn.resources.memory
-        by_uid = {t.uid: t for t in tasks}
-        candidates = [Candidate(t.uid, t.node_name, t.priority, podspec.qos_class(t.pod),
-                                {"cpu": float(t.resreq[cpu]), "memory": float(t.resreq[mem]), "pods": 1.0})
-                      for t in tasks if t.node_name and t.preemptable]
-        loads: list[NodeLoad] | None = None
+        loads = self._loads(ssn)
         out: list[Task] = []
         for name, params in self.strategies:
             if name != LOW_NODE_UTILIZATION:
                 continue
-            loads = loads or self._loads(ssn)
-            for v in low_node_utilization(loads, candidates, parse_low_node_utilization(params)):
+            conf = parse_low_node_utilization(params)
+            _, high = group_nodes(loads, conf)
+            hot = {n.name for n in high}
+            if not hot:
+                continue
+            by_uid = {t.uid: t for t in tasks if t.node_name in hot and t.preemptable}
+            qos: dict[str, str] = ssn.shared_state((self.name, "qos"), dict)
+            candidates = [Candidate(t.uid, t.node_name, t.priority, _qos(t.pod, qos),
+                                    {"cpu": float(t.resreq[cpu]), "memory": float(t.resreq[mem]), "pods": 1.0})
+                          for t in by_uid.values()]
+            for v in low_node_utilization(loads, candidates, conf):
                 if v.uid not in self._reasons:
                     self._reasons[v.uid] = v.reason
                     out.append(by_uid[v.uid])

@@ -16,7 +16,7 @@ from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Decisions, Session
 from lahar.scheduler.plugins import rescheduling as rs
 from lahar.scheduler.registry import in_tree_registry
-from tests.builders import node, objs, pod, podgroup, queue
+from tests.builders import guaranteed_pod, node, objs, pod, podgroup, queue
 
 T0 = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -199,3 +199,11 @@ def test_pdb_and_gang_hold_rescheduling_victims() -> None:
     ssn = Session(snap, conf, registry, uid="ssn", now=lambda: stamp, shared=_shared_due())
     registry.action("shuffle").execute(ssn)
     assert _names(ssn.close()) == ["p0"]
+
+
+def test_qos_orders_victims_at_equal_priority() -> None:
+    """hot at 60% (three 2-cpu pods): one eviction brings it under 50%; the Guaranteed pods, whose QoS is read once
+    for both (same resources), stay."""
+    pods = [guaranteed_pod("g0", "2", "1Gi").on("hot"), pod("b", "c1").req("2", "1Gi").group("pg1").on("hot"),
+            guaranteed_pod("g1", "2", "1Gi").on("hot")]
+    assert _names(_session(_conf_text(ARGS), pods, NODES, T0, _shared_due())) == ["b"]
