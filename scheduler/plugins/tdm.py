@@ -7,7 +7,8 @@ revocable preemptors preempt nobody; the others may evict preemptable Running ta
 share capped by its disruption budget (PodGroup annotations `volcano.sh/jdb-min-available` /
 `volcano.sh/jdb-max-unavailable`, default 1). Non-preemptable jobs go first; a job is pipelined only when it has
 its minimum. `victim_tasks`, the shuffle action's VictimTasks hook, finds the preemptable tasks on revocable nodes
-whose window has closed, at most once per `tdm.evict.period` (default 1m). The decisions are pure functions over plain data.
+whose window has closed, at most once per `tdm.evict.period` (default 1m). The decisions are pure functions over
+plain data.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -116,7 +117,7 @@ def test_due(last: dt.datetime | None, now: dt.datetime, want: tuple[bool, dt.da
 
 # --- the plugin with shuffle, over sessions that keep the clock ----------------------------------------------------
 
-def _conf_text(args: dict[str, Any], *, extra: list[Any] = ()) -> str:  # type: ignore[assignment]
+def _conf_text(args: dict[str, Any], *, extra: Sequence[Any] = ()) -> str:
     return yaml.safe_dump({"actions": "shuffle", "tiers": [
         {"plugins": [{"name": "gang"}, {"name": "rescheduling", "arguments": args}, *extra]}]})
 

@@ -4,7 +4,7 @@ the pure `choose` (gang floor, eviction cap), and shuffle with pdb, cdp, conform
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -32,14 +32,15 @@ class Fake:
         return [t for t in tasks if self.pick(t)]
 
 
-def _conf(actions: str, *tiers: list[Any], configurations: list[Any] = ()) -> str:  # type: ignore[assignment]
+def _conf(actions: str, *tiers: list[Any], configurations: Sequence[Any] = ()) -> str:
     return yaml.safe_dump({"actions": actions, "configurations": list(configurations), "tiers": [
         {"plugins": [p if isinstance(p, dict) else {"name": p} for p in tier]} for tier in tiers]})
 
 
-def _run(conf_text: str, *, pods: list[Any], nodes: list[Any], podgroups: list[Any], queues: list[Any] = (),  # type: ignore[assignment]
-         fakes: dict[str, Callable[[Task], bool]] | None = None, pdbs: list[Any] = (),  # type: ignore[assignment]
-         now: dt.datetime = NOW, shared: dict[Any, Any] | None = None) -> tuple[Session, Decisions]:
+def _run(conf_text: str, *, pods: list[Any], nodes: list[Any], podgroups: list[Any],
+         queues: Sequence[Any] = (), fakes: dict[str, Callable[[Task], bool]] | None = None,
+         pdbs: Sequence[Any] = (), now: dt.datetime = NOW,
+         shared: dict[Any, Any] | None = None) -> tuple[Session, Decisions]:
     registry = in_tree_registry()
     for name, pick in (fakes or {}).items():
         registry.add_plugin(name, lambda _args, n=name, p=pick: Fake(n, p))  # type: ignore[misc]
