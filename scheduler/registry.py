@@ -11,6 +11,7 @@ from lahar.scheduler.actions.enqueue import Enqueue
 from lahar.scheduler.actions.gangpreempt import GangPreempt, GangReclaim
 from lahar.scheduler.actions.preempt import Preempt
 from lahar.scheduler.actions.reclaim import Reclaim
+from lahar.scheduler.actions.shuffle import Shuffle
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.plugins.binpack import BinPack
 from lahar.scheduler.plugins.capacity import Capacity
@@ -28,6 +29,7 @@ from lahar.scheduler.plugins.pdb import Pdb
 from lahar.scheduler.plugins.predicates import Predicates
 from lahar.scheduler.plugins.priority import Priority
 from lahar.scheduler.plugins.proportion import Proportion
+from lahar.scheduler.plugins.rescheduling import Rescheduling
 from lahar.scheduler.plugins.resource_strategy_fit import ResourceStrategyFit
 from lahar.scheduler.plugins.resourcequota import ResourceQuota
 from lahar.scheduler.plugins.sla import Sla
@@ -48,6 +50,7 @@ def in_tree_registry() -> Registry:
             .add_action("reclaim", Reclaim)
             .add_action("gangpreempt", GangPreempt)
             .add_action("gangreclaim", GangReclaim)
+            .add_action("shuffle", Shuffle)
             .add_plugin("priority", Priority)
             .add_plugin("gang", Gang)
             .add_plugin("conformance", Conformance)
@@ -69,4 +72,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("tdm", Tdm)
             .add_plugin("resourcequota", ResourceQuota)
             .add_plugin("task-topology", TaskTopology)
-            .add_plugin("usage", Usage))
+            .add_plugin("usage", Usage)
+            .add_plugin("rescheduling", Rescheduling))

@@ -50,6 +50,8 @@ __all__ = [
     "SessionOpen",
     "Status",
     "TaskOrder",
+    "VictimFilter",
+    "VictimTasks",
     "Vote",
 ]
 
@@ -248,6 +250,23 @@ class Reclaimable(Protocol):
     def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None: ...
 
 
+@runtime_checkable
+class VictimTasks(Protocol):
+    """Victims a plugin proposes among running tasks, for shuffle (switch `enabledVictim`): the union within a
+    tier; the first tier with a non-empty union decides (Volcano's VictimTasks)."""
+
+    def victim_tasks(self, tasks: list[Task]) -> list[Task]: ...
+
+
+@runtime_checkable
+class VictimFilter(Protocol):
+    """The proposed victims a plugin lets go, in their order (switch `enabledVictim`): each plugin narrows, over
+    every tier (AND). pdb and cdp protect pods here; Volcano's pdb proposes its allowed pods instead (see
+    docs/compatibility.md)."""
+
+    def victim_filter(self, victims: list[Task]) -> list[Task]: ...
+
+
 # --- queue verdicts ----------------------------------------------------------------------------------------------
 
 @runtime_checkable
@@ -335,6 +354,8 @@ HOOKS: dict[str, tuple[type[Any], str | None]] = {
     "job_starving": (JobStarving, "enableJobStarving"),
     "preemptable": (Preemptable, "enablePreemptable"),
     "reclaimable": (Reclaimable, "enableReclaimable"),
+    "victim_tasks": (VictimTasks, "enabledVictim"),
+    "victim_filter": (VictimFilter, "enabledVictim"),
     "overused": (Overused, "enabledOverused"),
     "allocatable": (Allocatable, "enabledAllocatable"),
     "preemptive": (Preemptive, "enablePreemptive"),

@@ -307,6 +307,30 @@ class Session:
     def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task]:
         return self._victims("reclaimable", reclaimer, reclaimees)
 
+    def victim_tasks(self, tasks: list[Task]) -> list[tuple[Task, str]]:
+        """The union of the proposals within a tier, first proposal order, no task twice; the first tier with a
+        non-empty union decides (Volcano's VictimTasks). Each victim comes with why: the proposing plugin's
+        `victim_reason(task)` when it has one, else the plugin's name."""
+        for tier in self._hooks["victim_tasks"]:
+            seen: dict[str, tuple[Task, str]] = {}
+            for p in tier:
+                explain = getattr(p, "victim_reason", None)
+                for t in p.victim_tasks(tasks):
+                    if t.uid not in seen:
+                        seen[t.uid] = (t, explain(t) if explain is not None else p.name)
+            if seen:
+                return list(seen.values())
+        return []
+
+    def victim_filter(self, victims: list[Task]) -> list[Task]:
+        """What every filtering plugin lets go, in the victims' order (AND over plugins, all tiers)."""
+        for p in self.hooked("victim_filter"):
+            if not victims:
+                break
+            keep = {t.uid for t in p.victim_filter(victims)}
+            victims = [v for v in victims if v.uid in keep]
+        return list(victims)
+
     # --- queue verdicts ------------------------------------------------------------------------------------------
 
     def overused(self, queue: Queue) -> bool:

@@ -78,3 +78,7 @@ class CooldownProtection:
 
     def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None:
         return self._filter(reclaimees)
+
+    def victim_filter(self, victims: list[Task]) -> list[Task]:
+        """shuffle's victims, less those still cooling down."""
+        return self._filter(victims)

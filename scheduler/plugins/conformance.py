@@ -36,3 +36,7 @@ class Conformance:
 
     def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None:
         return self._evictable(reclaimees)
+
+    def victim_filter(self, victims: list[Task]) -> list[Task]:
+        """shuffle's victims, less critical pods and those in kube-system."""
+        return self._evictable(victims)

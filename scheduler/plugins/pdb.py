@@ -1,4 +1,4 @@
-"""pdb: keep preempt and reclaim from evicting pods a PodDisruptionBudget protects (Volcano's `plugins/pdb`).
+"""pdb: keep preempt, reclaim and shuffle from evicting pods a PodDisruptionBudget protects (Volcano's `plugins/pdb`).
 
 The budgets are the snapshot's policy/v1 PodDisruptionBudgets (`Snapshot.extras["poddisruptionbudgets"]`). Victims
 are taken in the order offered; each one uses up one disruption of every budget in its namespace whose selector
@@ -91,6 +91,10 @@ class Pdb:
 
     def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None:
         return self._filter(reclaimees)
+
+    def victim_filter(self, victims: list[Task]) -> list[Task]:
+        """shuffle's victims, less those a budget protects."""
+        return self._filter(victims)
 
     def on_session_close(self, ssn: Session) -> None:
         self.budgets = []

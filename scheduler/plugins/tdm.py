@@ -6,8 +6,9 @@ A node labelled `volcano.sh/revocable-zone: <zone>` lends itself to preemptable 
 revocable preemptors preempt nobody; the others may evict preemptable Running tasks on ordinary nodes, each job's
 share capped by its disruption budget (PodGroup annotations `volcano.sh/jdb-min-available` /
 `volcano.sh/jdb-max-unavailable`, default 1). Non-preemptable jobs go first; a job is pipelined only when it has
-its minimum. `victim_tasks` finds the preemptable tasks on revocable nodes whose window has closed, at most once
-per `tdm.evict.period` (default 1m), for a shuffle action. The decisions are pure functions over plain data.
+its minimum. `victim_tasks`, the shuffle action's VictimTasks hook, finds the preemptable tasks on revocable nodes
+whose window has closed, at most once per `tdm.evict.period` (default 1m). The decisions are pure functions over
+plain data.
 """
 
 from __future__ import annotations
@@ -251,9 +252,12 @@ class Tdm:
     def job_starving(self, job: Job) -> bool:
         return not job_preemptable(job.podgroup) and job.count(TaskStatus.PENDING) > 0
 
-    def victim_tasks(self, ssn: Session) -> list[Task]:
-        """The preemptable Running tasks on revocable nodes whose window is closed, per job within its budget;
-        nothing when the last search was less than `tdm.evict.period` ago (the time is kept across sessions)."""
+    def victim_tasks(self, tasks: list[Task]) -> list[Task]:
+        """shuffle's VictimTasks hook: the preemptable Running tasks on revocable nodes whose window is closed, per
+        job within its budget; nothing when the last search was less than `tdm.evict.period` ago (the time is kept
+        across sessions). Like upstream it looks at the nodes, not at `tasks` (every running task)."""
+        assert self._ssn is not None
+        ssn = self._ssn
         last: dict[str, dt.datetime] = ssn.shared_state((self.name, "last-evict"), dict)
         now = _time(ssn.timestamp)
         at = last.get("at")

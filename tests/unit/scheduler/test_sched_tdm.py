@@ -198,7 +198,7 @@ VICTIMS = [
 def test_upstream_victims(case: dict[str, Any]) -> None:
     ssn = _session(pods=case["pods"], nodes=[_n("n1", "rz1"), _n("n2", "rz1")], podgroups=case["podgroups"],
                    queues=[queue("c1"), queue("c2")], arguments=case["args"], now=_at(12, 0))
-    assert len(ssn.plugins["tdm"].victim_tasks(ssn)) == case["want"]
+    assert len(ssn.plugins["tdm"].victim_tasks([])) == case["want"]
 
 
 def test_victims_wait_for_the_evict_period() -> None:
@@ -206,11 +206,11 @@ def test_victims_wait_for_the_evict_period() -> None:
     kw = dict(pods=C2, nodes=[_n("n2", "rz1")], podgroups=[_pg("pg2", "c2", **{MAX: "3"})], queues=[queue("c2")],
               arguments={**CLOSED, "tdm.evict.period": "1m"}, shared=shared)
     first = _session(**kw, now=_at(12, 0))  # type: ignore[arg-type]
-    assert len(first.plugins["tdm"].victim_tasks(first)) == 3
+    assert len(first.plugins["tdm"].victim_tasks([])) == 3
     soon = _session(**kw, now=_at(12, 0, 30))  # type: ignore[arg-type]
-    assert soon.plugins["tdm"].victim_tasks(soon) == []
+    assert soon.plugins["tdm"].victim_tasks([]) == []
     later = _session(**kw, now=_at(12, 1, 0))  # type: ignore[arg-type]
-    assert len(later.plugins["tdm"].victim_tasks(later)) == 3
+    assert len(later.plugins["tdm"].victim_tasks([])) == 3
 
 
 def test_preemptable_victims_and_orders() -> None:
