@@ -21,6 +21,7 @@ from typing import Any
 
 from lahar.kube import quantity
 from lahar.policies.admission import HAMI_VGPU, VOLCANO_VGPU, AdmissionConfig, VGPUConfig, VGPUNames
+from lahar.scheduler.devices import partitions
 
 __all__ = [
     "ALLOCATE_HINT_ANNOTATION",
@@ -568,6 +569,7 @@ class DeviceRequest:
     mig: tuple[MIGRequest, ...] = ()
     rdma: RDMARequest | None = None
     share: GPUShareRequest | None = None
+    partition_spec: partitions.PartitionSpec | None = None
     joint: JointAllocate | None = None
     hints: Mapping[str, AllocateHint] = field(default_factory=dict)
     pairing: str = "off"
@@ -607,8 +609,13 @@ def parse(pod: Mapping[str, Any], *, config: AdmissionConfig | None = None) -> D
     share, share_whole, share_error = gpu_share(pod)
     if share_error:
         errors.append(share_error)
+    try:
+        partition_spec = partitions.spec(ann)
+    except ValueError as e:
+        partition_spec, _ = None, errors.append(str(e))
     return DeviceRequest(
         gpus=whole_gpus(pod, resources=config.devices.rdma.gpu_resources) + share_whole, share=share,
+        partition_spec=partition_spec,
         volcano=vgpu_request(pod, "volcano", config=vgpu),
         hami=vgpu_request(pod, "hami", config=vgpu),
         mig=mig_requests(pod, prefix=config.devices.mig.resource_prefix),

@@ -24,6 +24,7 @@ from lahar.scheduler.devices import gpu as gpus_
 from lahar.scheduler.devices import gpushares
 from lahar.scheduler.devices import inventory as inventories
 from lahar.scheduler.devices import mig as migs
+from lahar.scheduler.devices import partitions as partitions_
 from lahar.scheduler.devices import rdma as rdmas
 from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
@@ -365,7 +366,16 @@ class DeviceShare:
                 aligned = [g for g in free if (inv.gpu(g) or inventories.GPU(g)).numa in affinity]
             else:
                 aligned = free
-            if len(aligned) >= whole:
+            device = self._ssn.snapshot.extras.get("devices", {}).get(self.node_names[node])
+            table = self._derived.get("gpu-partitions", self.node_names[node], (device,),
+                                      lambda: partitions_.table(device))
+            part = partitions_.choose(whole, free, total=[g.index for g in inv.whole_gpus()], partitions=table,
+                                      spec=req.partition_spec, node_honors=partitions_.node_honors(device))
+            if isinstance(part, str):
+                return part
+            if part is not None:
+                chosen = list(part)
+            elif len(aligned) >= whole:
                 chosen = gpus_.allocate(aligned, [], whole, nd.scores)
             else:
                 chosen = gpus_.allocate(free, aligned, whole, nd.scores)
