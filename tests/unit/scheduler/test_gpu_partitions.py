@@ -114,3 +114,17 @@ def test_session_refuses_a_count_the_honoured_table_lacks() -> None:
 def test_session_without_honour_chooses_link_aware() -> None:
     _, d = session([dpod("p1", gpus=3)], _with_table(TABLE_JSON), min_member=1, conf=CONF)
     assert len(_minors(d)) == 3
+
+
+def test_nodes_with_different_tables_are_not_one_node_class() -> None:
+    """Two nodes alike but for their partition tables: each pod's choice follows its own node's table."""
+    objs = _objs("dgx-h100", 2)
+    other = {"2": [{"minors": [6, 7], "allocationScore": 1}]}
+    for dev, table in zip(objs["devices"], (TABLE_JSON, other), strict=True):
+        dev["metadata"].setdefault("annotations", {})[partitions.PARTITIONS_ANNOTATION] = json.dumps(table)
+        dev["metadata"].setdefault("labels", {})[partitions.POLICY_LABEL] = "Honor"
+    pods = [dpod(f"p{i}", gpus=2, cpu="150") for i in range(2)]   # one pod per node
+    _, d = session(pods, objs, min_member=2, conf=CONF)
+    got = {b.node: sorted(g["minor"] for g in json.loads(
+        d.annotations[b.uid]["scheduling.koordinator.sh/device-allocated"])["gpu"]) for b in d.binds}
+    assert got == {"dgx-h100-0": [0, 2], "dgx-h100-1": [6, 7]}
