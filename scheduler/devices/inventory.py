@@ -42,6 +42,7 @@ __all__ = [
     "parse_instances_annotation",
     "parse_volcano_register",
     "share_key",
+    "slice_usage",
     "usage",
 ]
 
@@ -453,6 +454,14 @@ def card_usage(gpu: GPU, usage: Usage) -> CardUsage:
     by_uuid = usage.cards.get(gpu.uuid, _IDLE) if gpu.uuid else _IDLE
     by_minor = usage.cards.get(share_key(gpu.index))
     return by_uuid if by_minor is None else by_uuid.add(by_minor)
+
+
+def slice_usage(card: VGPUCard, usage: Usage) -> CardUsage:
+    """What a HAMi / Volcano card has taken: its slices and Koordinator shares by UUID, and all of it when the GPU of
+    its index is held whole (Koordinator `device-allocated` at 100 %)."""
+    if card.index in usage.gpus:
+        return CardUsage(max(card.count, 1), card.memory_mib, card.cores)
+    return usage.card(card.uuid)
 
 
 def _koord_share(entry: Mapping[str, Any]) -> CardUsage | None:

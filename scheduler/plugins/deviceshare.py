@@ -65,7 +65,8 @@ def vgpu_hints(request: Any, cards: Any, usage: inventories.Usage, numa_nodes: l
             one = dataclasses.replace(request, containers=(dataclasses.replace(req, count=1),))
             available = [c.uuid for c in eligible if not isinstance(migs.fit_dynamic(one, [c], usage), str)]
         else:
-            available = [c.uuid for c in eligible if not vgpus._card_check(req, request, c, usage.card(c.uuid))]
+            available = [c.uuid for c in eligible
+                         if not vgpus._card_check(req, request, c, inventories.slice_usage(c, usage))]
         out[f"{request.vendor}/vgpu/{req.name or req.container}"] = hints.device_hints(
             req.count, devices, available, numa_nodes)
     return out

@@ -142,3 +142,17 @@ def test_one_occupancy_model_for_hami_slices_and_koordinator_shares() -> None:
     assert u.card("GPU-1") == CardUsage(1, MiB80 * 7 // 10, 0)   # what HAMi's and Volcano's fit read
     inv = inventory.NodeInventory("n", gpus=tuple(_gpus()))
     assert inv.free_gpus(u) == []
+
+
+def test_a_card_held_whole_through_koordinator_takes_no_vgpu_slice() -> None:
+    from lahar.scheduler.devices import vgpu
+    from lahar.scheduler.devices.inventory import VGPUCard
+
+    cards = [VGPUCard("hami", f"GPU-{i}", i, 10, MiB80) for i in range(2)]
+    whole = _pod({}, annotations=_allocated({"minor": 0, "resources": {"koordinator.sh/gpu-memory-ratio": "100"}}))
+    pod = _pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024})
+    request = requests.vgpu_request(pod, "hami")
+    assert request is not None
+    got = vgpu.fit(request, cards, inventory.usage([whole]))
+    assert not isinstance(got, str) and got.uuids() == ["GPU-1"]
+    assert isinstance(vgpu.fit(request, cards[:1], inventory.usage([whole])), str)
