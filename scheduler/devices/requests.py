@@ -1,5 +1,6 @@
 """A pod's device requests, read the way the upstream schedulers read them: whole GPUs, vGPU slices (Volcano's
-`volcano.sh/vgpu-*` and HAMi's `nvidia.com/gpu|gpumem|...`), MIG devices, RDMA devices/VFs and joint allocation.
+`volcano.sh/vgpu-*` and HAMi's `nvidia.com/gpu|gpumem|...`), Koordinator GPU shares (`koordinator.sh/gpu-memory-ratio`
+below a card) and partition specs, MIG devices, RDMA devices/VFs and joint allocation.
 
 First step of the deviceshare plugin for a task: `parse(pod)` → `DeviceRequest`; then, per node, `vgpu.fit`,
 `mig.fit_mixed` / `mig.fit_dynamic`, `gpu.allocate` and `rdma.allocate`. Pure; rules from spec/devices.md §1.2
