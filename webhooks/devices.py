@@ -416,25 +416,19 @@ def _joint_allocate_errors(raw: str, devs: _PodDevices) -> list[str]:
     return errs
 
 
-def _partition_spec_errors(raw: str | None) -> list[str]:
-    """Koordinator's `gpu-partition-spec`: a JSON object, `allocatePolicy` Restricted | BestEffort, `ringBusBandwidth`
-    a quantity."""
-    if raw is None:
-        return []
-    key = PARTITION_SPEC_ANNOTATION
+def _partition_spec_errors(raw: str | None, key: str = PARTITION_SPEC_ANNOTATION) -> list[str]:
+    """Koordinator's `gpu-partition-spec`: allocatePolicy Restricted | BestEffort, ringBusBandwidth a quantity."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw) if raw is not None else {}
     except ValueError as e:
         return [f"annotation {key} is not valid JSON: {e}"]
     if not isinstance(value, dict):
         return [f"annotation {key} must be a JSON object"]
-    errs = []
-    if value.get("allocatePolicy") not in (None, "", "Restricted", "BestEffort"):
-        errs.append(f"annotation {key}: allocatePolicy must be Restricted or BestEffort, got "
-                    f"{value.get('allocatePolicy')!r}")
-    if value.get("ringBusBandwidth") is not None and _number(value["ringBusBandwidth"]) is None:
-        errs.append(f"annotation {key}: ringBusBandwidth {value['ringBusBandwidth']!r} is not a quantity")
-    return errs
+    policy, bandwidth = value.get("allocatePolicy"), value.get("ringBusBandwidth")
+    return ([f"annotation {key}: allocatePolicy must be Restricted or BestEffort, got {policy!r}"]
+            if policy not in (None, "", "Restricted", "BestEffort") else []) + (
+        [f"annotation {key}: ringBusBandwidth {bandwidth!r} is not a quantity"]
+        if bandwidth is not None and _number(bandwidth) is None else [])
 
 
 def _rdma_errors(spec: Mapping[str, Any], annotations: Mapping[str, str], config: AdmissionConfig) -> list[str]:
