@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from lahar.scheduler.devices.inventory import GPU, Usage, card_usage
 from lahar.scheduler.devices.requests import GPUShareRequest
 
-__all__ = ["INSUFFICIENT_GPU_DEVICES", "CardGrant", "allocated_entry", "fit", "free_on"]
+__all__ = ["INSUFFICIENT_GPU_DEVICES", "CardGrant", "allocated_entry", "candidates", "fit", "free_on"]
 
 INSUFFICIENT_GPU_DEVICES = "Insufficient GPU Devices"   # Koordinator's ErrInsufficientGPUDevices
 FULL = 100
@@ -66,6 +66,11 @@ def _why(request: GPUShareRequest, gpu: GPU, usage: Usage) -> str:
     elif request.ratio is None or request.ratio > free_ratio:
         return "gpu-memory-ratio"
     return ""
+
+
+def candidates(request: GPUShareRequest, gpus: Sequence[GPU], usage: Usage) -> list[int]:
+    """The minors of the cards that can take the share now (the NUMA hint's available devices)."""
+    return [g.index for g in gpus if not _why(request, g, usage)]
 
 
 def fit(request: GPUShareRequest, gpus: Sequence[GPU], usage: Usage, *, policy: str = "binpack",

@@ -283,11 +283,11 @@ class DeviceShare:
             out[GPU_RESOURCE] = hints.device_hints(whole, inv.gpu_numa(), [str(g) for g in free], numa_nodes)
         if req.share is not None:
             usage = nd.usage()
-            got = gpushares.fit(req.share, inv.gpus, usage, policy=self.policy)
-            if isinstance(got, str):
-                return got
-            fits = [str(g.index) for g in inv.gpus if not isinstance(gpushares.fit(req.share, [g], usage), str)]
-            out[requests_.KOORD_GPU_MEMORY_RATIO] = hints.device_hints(1, inv.gpu_numa(), fits, numa_nodes)
+            fits = gpushares.candidates(req.share, inv.gpus, usage)
+            if not fits:
+                return str(gpushares.fit(req.share, inv.gpus, usage))   # the reason
+            out[requests_.KOORD_GPU_MEMORY_RATIO] = hints.device_hints(1, inv.gpu_numa(), [str(m) for m in fits],
+                                                                       numa_nodes)
         vendor = self._vgpu_vendor(req, nd)
         if vendor:
             pod_req = req.volcano if vendor == "volcano" else req.hami
