@@ -50,6 +50,7 @@ from lahar.webhooks.review import escape
 __all__ = [
     "ALLOCATE_HINT_ANNOTATION",
     "JOINT_ALLOCATE_ANNOTATION",
+    "PARTITION_SPEC_ANNOTATION",
     "check_pod_spec",
     "device_warnings",
     "normalize_pod",
@@ -58,6 +59,7 @@ __all__ = [
 
 JOINT_ALLOCATE_ANNOTATION = "scheduling.koordinator.sh/device-joint-allocate"
 ALLOCATE_HINT_ANNOTATION = "scheduling.koordinator.sh/device-allocate-hint"
+PARTITION_SPEC_ANNOTATION = "scheduling.koordinator.sh/gpu-partition-spec"
 KOORD_GPU = "koordinator.sh/gpu"
 KOORD_FPGA = "koordinator.sh/fpga"
 KOORD_GPU_CORE = "koordinator.sh/gpu-core"
@@ -414,6 +416,21 @@ def _joint_allocate_errors(raw: str, devs: _PodDevices) -> list[str]:
     return errs
 
 
+def _partition_spec_errors(raw: str | None, key: str = PARTITION_SPEC_ANNOTATION) -> list[str]:
+    """Koordinator's `gpu-partition-spec`: allocatePolicy Restricted | BestEffort, ringBusBandwidth a quantity."""
+    try:
+        value = json.loads(raw) if raw is not None else {}
+    except ValueError as e:
+        return [f"annotation {key} is not valid JSON: {e}"]
+    if not isinstance(value, dict):
+        return [f"annotation {key} must be a JSON object"]
+    policy, bandwidth = value.get("allocatePolicy"), value.get("ringBusBandwidth")
+    return ([f"annotation {key}: allocatePolicy must be Restricted or BestEffort, got {policy!r}"]
+            if policy not in (None, "", "Restricted", "BestEffort") else []) + (
+        [f"annotation {key}: ringBusBandwidth {bandwidth!r} is not a quantity"]
+        if bandwidth is not None and _number(bandwidth) is None else [])
+
+
 def _rdma_errors(spec: Mapping[str, Any], annotations: Mapping[str, str], config: AdmissionConfig) -> list[str]:
     devs = _pod_devices(spec, config)
     errs = _koordinator_errors(devs)
@@ -430,6 +447,7 @@ def _rdma_errors(spec: Mapping[str, Any], annotations: Mapping[str, str], config
                 errs.append(f"annotation {ALLOCATE_HINT_ANNOTATION} must be a JSON object")
         except ValueError as e:
             errs.append(f"annotation {ALLOCATE_HINT_ANNOTATION} is not valid JSON: {e}")
+    errs.extend(_partition_spec_errors(annotations.get(PARTITION_SPEC_ANNOTATION)))
     if mode is PairingMode.OFF:
         return errs
     if demanded and not devs.gpus:
@@ -466,7 +484,7 @@ def _relevant(config: AdmissionConfig) -> _Relevant:
               *_KOORD_NAMES}
     annotations = {v.mode_annotation for v in d.vgpu.vocabularies}
     annotations |= {d.mig.gpu_type_annotation, d.rdma.pairing_annotation, JOINT_ALLOCATE_ANNOTATION,
-                    ALLOCATE_HINT_ANNOTATION}
+                    ALLOCATE_HINT_ANNOTATION, PARTITION_SPEC_ANNOTATION}
     out = _Relevant(frozenset(names - {""}), d.mig.resource_prefix, frozenset(annotations - {""}))
     if len(_RELEVANT) >= 64:   # configurations change rarely; the entry keeps its config alive, so ids stay unique
         _RELEVANT.clear()

@@ -6,6 +6,8 @@ Pure decision cores used by the deviceshare (and numa-aware) plugins, one module
   allocation, steering annotations;
 - `inventory`: `inventory(node, device, numatopology) -> NodeInventory` and `usage(pods) -> Usage`;
 - `gpu`: go-gpuallocator's link-aware whole-GPU choice `allocate(available, required, size, scores)`;
+- `gpushares`: Koordinator shares below one card `fit(request, gpus, usage, policy=...) -> CardGrant | reason`;
+- `partitions`: Koordinator GPU partition tables `choose(count, free, ...) -> minors | reason | None`;
 - `vgpu`: `fit(request, cards, usage, policy=...) -> Allocation | reason`, `annotations(allocation, ...)`;
 - `mig`: `fit_mixed(...)`, `fit_dynamic(...) -> MIGAllocation | reason`, `annotations(...)`;
 - `rdma`: `allocate(gpus, nics, usage, request=..., same_pcie=...) -> RDMAAllocation | reason`,
@@ -14,7 +16,7 @@ Pure decision cores used by the deviceshare (and numa-aware) plugins, one module
 A fit that fails returns a `str` reason (never raises); callers test `isinstance(result, str)`.
 """
 
-from lahar.scheduler.devices import gpu, inventory, mig, rdma, requests, vgpu
+from lahar.scheduler.devices import gpu, gpushares, inventory, mig, partitions, rdma, requests, vgpu
 from lahar.scheduler.devices.inventory import GPU, VF, CardUsage, NodeInventory, RDMANic, Usage, VGPUCard
 from lahar.scheduler.devices.requests import DeviceRequest, VGPUPodRequest, VGPURequest
 
@@ -30,8 +32,10 @@ __all__ = [
     "VGPUPodRequest",
     "VGPURequest",
     "gpu",
+    "gpushares",
     "inventory",
     "mig",
+    "partitions",
     "rdma",
     "requests",
     "vgpu",

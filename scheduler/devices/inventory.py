@@ -35,11 +35,14 @@ __all__ = [
     "RDMANic",
     "Usage",
     "VGPUCard",
+    "card_usage",
     "decode_pod_devices",
     "inventory",
     "parse_hami_register",
     "parse_instances_annotation",
     "parse_volcano_register",
+    "share_key",
+    "slice_usage",
     "usage",
 ]
 
@@ -164,7 +167,7 @@ class NodeInventory:
 
     def free_gpus(self, used: Usage) -> list[int]:
         """Indices of whole-allocatable GPUs no pod holds (whole, or as vGPU slices of the same UUID)."""
-        busy = set(used.gpus) | {g.index for g in self.gpus if g.uuid and used.cards.get(g.uuid, _IDLE).num}
+        busy = set(used.gpus) | {g.index for g in self.gpus if card_usage(g, used).num}
         return [g.index for g in self.whole_gpus() if g.index not in busy]
 
     def free_gpu_count(self, used: Usage) -> int:
@@ -376,16 +379,31 @@ def inventory(node: Mapping[str, Any], device: Mapping[str, Any] | None = None,
 
 @dataclass(frozen=True)
 class CardUsage:
-    """What pods hold on one vGPU card: slots, MiB, cores, and the PodGroups present (Volcano's spread policy)."""
+    """What pods hold on one card — the one occupancy model of HAMi's and Volcano's vGPU slices and Koordinator's
+    GPU shares: slots (pods' devices), MiB, cores (percent of the SMs), `ratio` (percent of the memory, for
+    Koordinator shares recorded without bytes), and the PodGroups present (Volcano's spread policy)."""
 
     num: int = 0
     memory_mib: int = 0
     cores: int = 0
     groups: frozenset[str] = frozenset()
+    ratio: int = 0
 
-    def plus(self, memory_mib: int, cores: int, group: str = "", num: int = 1) -> CardUsage:
+    def plus(self, memory_mib: int, cores: int, group: str = "", num: int = 1, ratio: int = 0) -> CardUsage:
         return CardUsage(self.num + num, self.memory_mib + memory_mib, self.cores + cores,
-                         self.groups | {group} if group else self.groups)
+                         self.groups | {group} if group else self.groups, self.ratio + ratio)
+
+    def add(self, other: CardUsage) -> CardUsage:
+        return CardUsage(self.num + other.num, self.memory_mib + other.memory_mib, self.cores + other.cores,
+                         self.groups | other.groups, self.ratio + other.ratio)
+
+    def minus(self, memory_mib: int, cores: int, ratio: int = 0) -> CardUsage:
+        return CardUsage(self.num - 1, self.memory_mib - memory_mib, self.cores - cores, self.groups,
+                         self.ratio - ratio)
+
+    def memory_on(self, card_memory_mib: int) -> int:
+        """MiB held on a card of `card_memory_mib` (the ratio-only shares converted as Koordinator does)."""
+        return self.memory_mib + self.ratio * card_memory_mib // 100
 
 
 _IDLE = CardUsage()
@@ -423,6 +441,40 @@ class Usage:
 
     def card(self, uuid: str) -> CardUsage:
         return self.cards.get(uuid, _IDLE)
+
+
+def share_key(minor: int) -> str:
+    """The `Usage.cards` key of a Koordinator GPU share whose allocation names no UUID."""
+    return f"minor:{minor}"
+
+
+def card_usage(gpu: GPU, usage: Usage) -> CardUsage:
+    """Everything pods hold on one physical GPU, whatever vocabulary placed them: HAMi / Volcano slices and
+    Koordinator shares by UUID, Koordinator shares by minor (`share_key`). Held whole (`Usage.gpus`) is not in it."""
+    by_uuid = usage.cards.get(gpu.uuid, _IDLE) if gpu.uuid else _IDLE
+    by_minor = usage.cards.get(share_key(gpu.index))
+    return by_uuid if by_minor is None else by_uuid.add(by_minor)
+
+
+def slice_usage(card: VGPUCard, usage: Usage) -> CardUsage:
+    """What a HAMi / Volcano card has taken: its slices and Koordinator shares by UUID, and all of it when the GPU of
+    its index is held whole (Koordinator `device-allocated` at 100 %)."""
+    if card.index in usage.gpus:
+        return CardUsage(max(card.count, 1), card.memory_mib, card.cores)
+    return usage.card(card.uuid)
+
+
+def _koord_share(entry: Mapping[str, Any]) -> CardUsage | None:
+    """A Koordinator `device-allocated` GPU entry as a share of its card, None when it holds the card whole
+    (gpu-memory-ratio 100, or neither ratio nor memory and gpu-core 100 or absent)."""
+    res = entry.get("resources") or {}
+    ratio = _int(quantity.parse(res["koordinator.sh/gpu-memory-ratio"]).value()) \
+        if "koordinator.sh/gpu-memory-ratio" in res else None
+    core = _int(quantity.parse(res["koordinator.sh/gpu-core"]).value()) if "koordinator.sh/gpu-core" in res else None
+    memory = _mib(res["koordinator.sh/gpu-memory"]) if "koordinator.sh/gpu-memory" in res else None
+    if (ratio is not None and ratio >= 100) or (ratio is None and memory is None and (core is None or core >= 100)):
+        return None
+    return CardUsage(1, memory or 0, core or 0, frozenset(), 0 if memory is not None else (ratio or 0))
 
 
 def decode_pod_devices(text: str) -> list[list[tuple[str, str, int, int]]]:
@@ -492,7 +544,15 @@ def usage(pods: Iterable[Mapping[str, Any]]) -> Usage:
             allocated = {}
         koord_gpus = allocated.get("gpu") or [] if isinstance(allocated, dict) else []
         for g in koord_gpus:
-            gpus.add(_int(g.get("minor")))
+            try:
+                share = _koord_share(g)
+            except (quantity.QuantityError, TypeError, ValueError):
+                share = None
+            if share is None:
+                gpus.add(_int(g.get("minor")))
+            else:
+                key = str(g.get("id") or "") or share_key(_int(g.get("minor")))
+                cards[key] = cards.get(key, _IDLE).add(share)
         for r in (allocated.get("rdma") or [] if isinstance(allocated, dict) else []):
             ext_vfs = ((r.get("extension") or {}).get("vfs")) or []
             if ext_vfs:

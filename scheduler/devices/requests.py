@@ -1,5 +1,6 @@
 """A pod's device requests, read the way the upstream schedulers read them: whole GPUs, vGPU slices (Volcano's
-`volcano.sh/vgpu-*` and HAMi's `nvidia.com/gpu|gpumem|...`), MIG devices, RDMA devices/VFs and joint allocation.
+`volcano.sh/vgpu-*` and HAMi's `nvidia.com/gpu|gpumem|...`), Koordinator GPU shares (`koordinator.sh/gpu-memory-ratio`
+below a card) and partition specs, MIG devices, RDMA devices/VFs and joint allocation.
 
 First step of the deviceshare plugin for a task: `parse(pod)` → `DeviceRequest`; then, per node, `vgpu.fit`,
 `mig.fit_mixed` / `mig.fit_dynamic`, `gpu.allocate` and `rdma.allocate`. Pure; rules from spec/devices.md §1.2
@@ -21,6 +22,7 @@ from typing import Any
 
 from lahar.kube import quantity
 from lahar.policies.admission import HAMI_VGPU, VOLCANO_VGPU, AdmissionConfig, VGPUConfig, VGPUNames
+from lahar.scheduler.devices import partitions
 
 __all__ = [
     "ALLOCATE_HINT_ANNOTATION",
@@ -33,6 +35,7 @@ __all__ = [
     "AllocateHint",
     "DeviceRequest",
     "GPUFilters",
+    "GPUShareRequest",
     "JointAllocate",
     "MIGRequest",
     "RDMARequest",
@@ -42,6 +45,7 @@ __all__ = [
     "allocate_hints",
     "containers",
     "filters",
+    "gpu_share",
     "joint_allocate",
     "mig_requests",
     "pairing",
@@ -303,7 +307,8 @@ def vgpu_request(pod: Mapping[str, Any], vendor: str, *, config: VGPUConfig | No
 
 def whole_gpus(pod: Mapping[str, Any], *, resources: tuple[str, ...] = ("nvidia.com/gpu", KOORD_GPU)) -> int:
     """Whole GPUs the pod holds: `nvidia.com/gpu` of containers without other vGPU resources, plus
-    `koordinator.sh/gpu` / 100 (a value up to 100 is one, possibly shared, GPU); max(init peak, app sum)."""
+    `koordinator.sh/gpu` / 100 (a value below 100 is a share of one card, see `gpu_share`); max(init peak,
+    app sum)."""
     hami_extras = (HAMI_VGPU.memory, HAMI_VGPU.memory_percentage, HAMI_VGPU.cores)
 
     def per(c: _Container) -> int:
@@ -313,7 +318,7 @@ def whole_gpus(pod: Mapping[str, Any], *, resources: tuple[str, ...] = ("nvidia.
             if not v or v <= 0:
                 continue
             if name == KOORD_GPU:
-                n += 1 if v <= KOORD_UNITS else v // KOORD_UNITS
+                n += v // KOORD_UNITS  # below 100 it is a share of one card (`gpu_share`), not a whole GPU
             elif not any(c.has(x) for x in hami_extras):
                 n += v
         return n
@@ -350,6 +355,87 @@ def mig_requests(pod: Mapping[str, Any], *, prefix: str = MIG_PREFIX) -> tuple[M
                 if n and n > 0:
                     out.append(MIGRequest(c.index, c.name, name, profile_of(name, prefix), n, c.init))
     return tuple(out)
+
+
+# --- Koordinator GPU shares ---------------------------------------------------------------------------------------
+
+KOORD_GPU_CORE = "koordinator.sh/gpu-core"
+KOORD_GPU_MEMORY = "koordinator.sh/gpu-memory"
+KOORD_GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
+
+
+@dataclass(frozen=True)
+class GPUShareRequest:
+    """A Koordinator request below one card (`koordinator.sh/gpu-memory-ratio` < 100, `gpu-memory` bytes, or
+    `koordinator.sh/gpu` < 100), per card: `core` percent of the SMs, `ratio` percent of the memory (None when
+    given as bytes), `memory_mib` (0 when given as a ratio). Koordinator's `calcDesiredRequestsAndCountForGPU`:
+    the ratio wins over bytes; a ratio of k·100 is k whole cards (counted in `DeviceRequest.gpus`)."""
+
+    core: int = 0
+    ratio: int | None = None
+    memory_mib: int = 0
+
+    def memory_on(self, card_memory_mib: int) -> int:
+        """MiB taken on a card of `card_memory_mib` (Koordinator `memoryRatioToBytes`: rounded down)."""
+        return self.ratio * card_memory_mib // 100 if self.ratio is not None else self.memory_mib
+
+    def ratio_on(self, card_memory_mib: int) -> int:
+        """Percent of the card's memory (Koordinator `memoryBytesToRatio`: rounded down)."""
+        if self.ratio is not None:
+            return self.ratio
+        return self.memory_mib * 100 // card_memory_mib if card_memory_mib else 100
+
+
+def _koord_totals(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's Koordinator GPU resources, max(init peak, app sum); `gpu-memory` in MiB (rounded up)."""
+    cs = containers(pod)
+    out: dict[str, int] = {}
+    for name in (KOORD_GPU, KOORD_GPU_CORE, KOORD_GPU_MEMORY_RATIO, KOORD_GPU_MEMORY):
+        if not any(c.has(name) for c in cs):
+            continue
+        if name == KOORD_GPU_MEMORY:
+            out[name] = _pod_total((c.init, _mib_of(c, name)) for c in cs)
+        else:
+            out[name] = _pod_total((c.init, max(c.value(name) or 0, 0)) for c in cs)
+    return out
+
+
+def _mib_of(c: _Container, name: str) -> int:
+    raw = c.limits.get(name, c.requests.get(name))
+    if raw is None:
+        return 0
+    try:
+        return max(math.ceil(quantity.parse(raw).fraction / (1024 * 1024)), 0)
+    except (quantity.QuantityError, TypeError, ValueError):
+        return 0
+
+
+def gpu_share(pod: Mapping[str, Any]) -> tuple[GPUShareRequest | None, int, str]:
+    """(the pod's share of one card or None, whole cards asked through `gpu-memory-ratio: k·100`, error or "")."""
+    t = _koord_totals(pod)
+    if not t:
+        return None, 0, ""
+    ratio = t.get(KOORD_GPU_MEMORY_RATIO)
+    core = t.get(KOORD_GPU_CORE)
+    if KOORD_GPU in t:
+        if t[KOORD_GPU] >= KOORD_UNITS:
+            return None, 0, ""   # whole cards, counted by `whole_gpus`
+        ratio, core = t[KOORD_GPU], t[KOORD_GPU]
+    if ratio is not None and ratio > KOORD_UNITS:
+        if ratio % KOORD_UNITS:
+            return None, 0, (f"{KOORD_GPU_MEMORY_RATIO}: {ratio} is invalid: Koordinator counts 100 per device, so a "
+                             "value above 100 must be a multiple of 100")
+        return None, ratio // KOORD_UNITS, ""
+    if ratio is None and KOORD_GPU_MEMORY not in t:
+        return None, 0, (f"{KOORD_GPU_CORE} needs {KOORD_GPU_MEMORY} or {KOORD_GPU_MEMORY_RATIO} with it"
+                         if core is not None else "")
+    if ratio == KOORD_UNITS:
+        return None, 1, ""
+    if (core or 0) > KOORD_UNITS:
+        return None, 0, f"{KOORD_GPU_CORE}: {core} is more than one card (100) for a share of one card"
+    if ratio is not None and ratio <= 0:
+        return None, 0, ""
+    return GPUShareRequest(core or 0, ratio, 0 if ratio is not None else t.get(KOORD_GPU_MEMORY, 0)), 0, ""
 
 
 # --- RDMA, joint allocation ---------------------------------------------------------------------------------------
@@ -483,6 +569,8 @@ class DeviceRequest:
     hami: VGPUPodRequest | None = None
     mig: tuple[MIGRequest, ...] = ()
     rdma: RDMARequest | None = None
+    share: GPUShareRequest | None = None
+    partition_spec: partitions.PartitionSpec | None = None
     joint: JointAllocate | None = None
     hints: Mapping[str, AllocateHint] = field(default_factory=dict)
     pairing: str = "off"
@@ -490,7 +578,7 @@ class DeviceRequest:
 
     @property
     def empty(self) -> bool:
-        return not (self.gpus or self.volcano or self.hami or self.mig or self.rdma)
+        return not (self.gpus or self.volcano or self.hami or self.mig or self.rdma or self.share)
 
     @property
     def must_allocate_vf(self) -> bool:
@@ -519,8 +607,16 @@ def parse(pod: Mapping[str, Any], *, config: AdmissionConfig | None = None) -> D
     except RequestError as e:
         hints, _ = {}, errors.append(str(e))
     vgpu = config.devices.vgpu
+    share, share_whole, share_error = gpu_share(pod)
+    if share_error:
+        errors.append(share_error)
+    try:
+        partition_spec = partitions.spec(ann)
+    except ValueError as e:
+        partition_spec, _ = None, errors.append(str(e))
     return DeviceRequest(
-        gpus=whole_gpus(pod, resources=config.devices.rdma.gpu_resources),
+        gpus=whole_gpus(pod, resources=config.devices.rdma.gpu_resources) + share_whole, share=share,
+        partition_spec=partition_spec,
         volcano=vgpu_request(pod, "volcano", config=vgpu),
         hami=vgpu_request(pod, "hami", config=vgpu),
         mig=mig_requests(pod, prefix=config.devices.mig.resource_prefix),

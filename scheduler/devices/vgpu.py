@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lahar.scheduler.devices.inventory import CardUsage, Usage, VGPUCard
+from lahar.scheduler.devices.inventory import CardUsage, Usage, VGPUCard, slice_usage
 from lahar.scheduler.devices.requests import VGPUPodRequest, VGPURequest
 
 __all__ = [
@@ -217,7 +217,7 @@ def fit(request: VGPUPodRequest, cards: Sequence[VGPUCard], usage: Usage, *, pol
         return MODE_MISMATCH.format(mode=request.mode, node_mode=cards[-1].mode)
     if not usable:
         return NO_SHARED_CARDS
-    base = {c.uuid: usage.card(c.uuid) for c in usable}
+    base = {c.uuid: slice_usage(c, usage) for c in usable}
     for req in request.containers:
         typed = [c for c in usable if request.filters.type_ok(c.type)] if vendor == "hami" else usable
         if req.count > len(typed):

@@ -116,6 +116,10 @@ def _static_fingerprint(obj: Mapping[str, Any], numatopology: Mapping[str, Any] 
                  numa_ann.get(NUMA_MEMORY_ANNOTATION)))
     # a whole-GPU device's id is its UUID: stripped, like the names (mapped back per node at close)
     devices = _UUID.sub("", repr(((device or {}).get("spec") or {}).get("devices")))
+    # Koordinator GPU partitions: the table and whether the node honours it
+    dev_meta = (device or {}).get("metadata") or {}
+    devices += repr(((dev_meta.get("annotations") or {}).get("scheduling.koordinator.sh/gpu-partitions"),
+                     (dev_meta.get("labels") or {}).get("node.koordinator.sh/gpu-partition-policy")))
     return hash((repr((obj.get("status") or {}).get("allocatable")), dev, numatopology is None, numa,
                  device is None, devices, repr(ann.get(OPTIONS_ANNOTATION)), repr(ann.get(SCOPE_ANNOTATION)),
                  repr(ann.get(DISTANCES_ANNOTATION))))

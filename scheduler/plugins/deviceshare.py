@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 
 from lahar.scheduler.devices import gpu as gpus_
+from lahar.scheduler.devices import gpushares
 from lahar.scheduler.devices import inventory as inventories
 from lahar.scheduler.devices import mig as migs
+from lahar.scheduler.devices import partitions as partitions_
 from lahar.scheduler.devices import rdma as rdmas
 from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
@@ -62,7 +65,8 @@ def vgpu_hints(request: Any, cards: Any, usage: inventories.Usage, numa_nodes: l
             one = dataclasses.replace(request, containers=(dataclasses.replace(req, count=1),))
             available = [c.uuid for c in eligible if not isinstance(migs.fit_dynamic(one, [c], usage), str)]
         else:
-            available = [c.uuid for c in eligible if not vgpus._card_check(req, request, c, usage.card(c.uuid))]
+            available = [c.uuid for c in eligible
+                         if not vgpus._card_check(req, request, c, inventories.slice_usage(c, usage))]
         out[f"{request.vendor}/vgpu/{req.name or req.container}"] = hints.device_hints(
             req.count, devices, available, numa_nodes)
     return out
@@ -81,6 +85,7 @@ class DevicePlan:
     score: float = 0.0
     rdma_resource: str = "koordinator.sh/rdma"
     mig_instances: tuple[tuple[str, tuple[str, ...]], ...] = ()  # "mixed" MIG: (profile, instance ids) counted
+    share: gpushares.CardGrant | None = None  # a Koordinator share of one card
 
     def vfs(self) -> list[str]:
         return self.rdma.vfs() if self.rdma is not None else []
@@ -103,7 +108,7 @@ class NodeDevices:
     version: int = 0
 
     def free_gpus(self) -> list[int]:
-        return [g for g in self.inv.free_gpus(self.base) if g not in self.taken_gpus]
+        return [g for g in self.inv.free_gpus(self.usage()) if g not in self.taken_gpus]
 
     def free_vfs(self) -> dict[int, list[inventories.VF]]:
         return {nic: [v for v in vfs if v.bus_id not in self.taken_vfs]
@@ -115,9 +120,7 @@ class NodeDevices:
             return self.base
         cards = dict(self.base.cards)
         for uuid, u in self.taken_cards.items():
-            c = cards.get(uuid, inventories.CardUsage())
-            cards[uuid] = inventories.CardUsage(c.num + u.num, c.memory_mib + u.memory_mib, c.cores + u.cores,
-                                                c.groups | u.groups)
+            cards[uuid] = cards.get(uuid, inventories.CardUsage()).add(u)
         mig = dict(self.base.mig)
         for profile, n in self.taken_mig.items():
             mig[profile] = mig.get(profile, 0) + n
@@ -278,6 +281,13 @@ class DeviceShare:
             if len(free) < whole:
                 return INSUFFICIENT_GPUS
             out[GPU_RESOURCE] = hints.device_hints(whole, inv.gpu_numa(), [str(g) for g in free], numa_nodes)
+        if req.share is not None:
+            usage = nd.usage()
+            fits = gpushares.candidates(req.share, inv.gpus, usage)
+            if not fits:
+                return str(gpushares.fit(req.share, inv.gpus, usage))   # the reason
+            out[requests_.KOORD_GPU_MEMORY_RATIO] = hints.device_hints(1, inv.gpu_numa(), [str(m) for m in fits],
+                                                                       numa_nodes)
         vendor = self._vgpu_vendor(req, nd)
         if vendor:
             pod_req = req.volcano if vendor == "volcano" else req.hami
@@ -357,7 +367,16 @@ class DeviceShare:
                 aligned = [g for g in free if (inv.gpu(g) or inventories.GPU(g)).numa in affinity]
             else:
                 aligned = free
-            if len(aligned) >= whole:
+            device = self._ssn.snapshot.extras.get("devices", {}).get(self.node_names[node])
+            table = self._derived.get("gpu-partitions", self.node_names[node], (device,),
+                                      lambda: partitions_.table(device))
+            part = partitions_.choose(whole, free, total=[g.index for g in inv.whole_gpus()], partitions=table,
+                                      spec=req.partition_spec, node_honors=partitions_.node_honors(device))
+            if isinstance(part, str):
+                return part
+            if part is not None:
+                chosen = list(part)
+            elif len(aligned) >= whole:
                 chosen = gpus_.allocate(aligned, [], whole, nd.scores)
             else:
                 chosen = gpus_.allocate(free, aligned, whole, nd.scores)
@@ -367,6 +386,13 @@ class DeviceShare:
             total = len(inv.whole_gpus()) or 1
             used_after = total - len(free) + whole
             score = 100.0 * (used_after / total if self.policy != vgpus.SPREAD else 1 - used_after / total)
+        share: gpushares.CardGrant | None = None
+        if req.share is not None:
+            got_share = gpushares.fit(req.share, inv.gpus, usage, policy=self.policy, numa_nodes=affinity)
+            if isinstance(got_share, str):
+                return got_share
+            share = got_share
+            score = max(score, got_share.score)
         mig: list[tuple[str, int]] = []
         mig_instances: list[tuple[str, tuple[str, ...]]] = []
         if req.mig:
@@ -395,7 +421,7 @@ class DeviceShare:
             rdma = got_rdma
         return DevicePlan(tuple(chosen), rdma, vgpu_alloc, dynamic, tuple(mig), score,
                           (req.rdma.vf_resource or "koordinator.sh/rdma") if req.rdma is not None else "",
-                          tuple(mig_instances))
+                          tuple(mig_instances), share)
 
     def device_numa(self, node: int, plan: Any) -> dict[int, dict[str, int]]:
         nd = self.node(node)
@@ -415,6 +441,8 @@ class DeviceShare:
         if plan.rdma is not None:
             for grant in plan.rdma.nics:
                 add(grant.numa, plan.rdma_resource, len(grant.vfs) or 1)
+        if plan.share is not None:
+            add(plan.share.numa, requests_.KOORD_GPU_MEMORY_RATIO, plan.share.ratio)
         return out
 
     def device_reserve(self, node: int, plan: Any) -> None:
@@ -425,7 +453,7 @@ class DeviceShare:
             self._reserve_into(nd, plan)
 
     def _reserve_into(self, nd: NodeDevices, plan: DevicePlan) -> None:
-        if plan.vgpu is not None or plan.dynamic_mig is not None:
+        if plan.vgpu is not None or plan.dynamic_mig is not None or plan.share is not None:
             plan = self._localize(nd.inv, plan)
         nd.taken_gpus.update(plan.gpus)
         nd.taken_vfs.update(plan.vfs())
@@ -442,6 +470,11 @@ class DeviceShare:
                 nd.taken_placements.append(inventories.MIGPlacement(i.gpu_uuid, i.profile, i.start, i.size))
                 u = nd.taken_cards.get(i.gpu_uuid, inventories.CardUsage())
                 nd.taken_cards[i.gpu_uuid] = u.plus(i.memory_mib, i.core)
+        if plan.share is not None:
+            key = _share_key(plan.share)
+            u = nd.taken_cards.get(key, inventories.CardUsage())
+            nd.taken_cards[key] = u.plus(plan.share.memory_mib, plan.share.core,
+                                         ratio=0 if plan.share.memory_mib else plan.share.ratio)
         for profile, count in plan.mig:
             nd.taken_mig[profile] = nd.taken_mig.get(profile, 0) + count
         for profile, ids in plan.mig_instances:
@@ -452,7 +485,7 @@ class DeviceShare:
         nd = self._nodes.get(node)  # not built: nothing held there yet
         if nd is None or not isinstance(plan, DevicePlan):
             return
-        if plan.vgpu is not None or plan.dynamic_mig is not None:
+        if plan.vgpu is not None or plan.dynamic_mig is not None or plan.share is not None:
             plan = self._localize(nd.inv, plan)
         nd.taken_gpus.difference_update(plan.gpus)
         nd.taken_vfs.difference_update(plan.vfs())
@@ -469,9 +502,13 @@ class DeviceShare:
             for i in plan.dynamic_mig.instances:
                 nd.taken_placements.remove(inventories.MIGPlacement(i.gpu_uuid, i.profile, i.start, i.size))
                 charges.append((i.gpu_uuid, i.memory_mib, i.core))
-        for uuid, mem, cores in charges:
+        charges3 = [(uuid, mem, cores, 0) for uuid, mem, cores in charges]
+        if plan.share is not None:
+            charges3.append((_share_key(plan.share), plan.share.memory_mib, plan.share.core,
+                             0 if plan.share.memory_mib else plan.share.ratio))
+        for uuid, mem, cores, ratio in charges3:
             u = nd.taken_cards.get(uuid, inventories.CardUsage())
-            left = inventories.CardUsage(u.num - 1, u.memory_mib - mem, u.cores - cores, u.groups)
+            left = u.minus(mem, cores, ratio)
             if left.num <= 0:
                 nd.taken_cards.pop(uuid, None)
             else:
@@ -489,7 +526,8 @@ class DeviceShare:
         dyn = tuple((i.gpu_index, i.profile, i.start, i.size) for i in plan.dynamic_mig.instances) \
             if plan.dynamic_mig is not None else ()
         rdma = tuple((g.minor, g.units, g.vfs) for g in plan.rdma.nics) if plan.rdma is not None else ()
-        return (plan.gpus, rdma, vgpu, dyn, plan.mig, plan.mig_instances)
+        share = (plan.share.minor, plan.share.core, plan.share.ratio) if plan.share is not None else ()
+        return (plan.gpus, rdma, vgpu, dyn, plan.mig, plan.mig_instances, share)
 
     def _localize(self, inv: inventories.NodeInventory, plan: DevicePlan) -> DevicePlan:
         """The plan with this node's vGPU / MIG card UUIDs (a plan may come from another node of the same shape and
@@ -505,18 +543,28 @@ class DeviceShare:
             cards = {c.index: c.uuid for c in inv.hami}
             dyn = dataclasses.replace(dyn, instances=tuple(
                 dataclasses.replace(i, gpu_uuid=cards.get(i.gpu_index, i.gpu_uuid)) for i in dyn.instances))
-        return dataclasses.replace(plan, vgpu=vgpu, dynamic_mig=dyn)
+        share = self._localize_share(inv, plan.share) if plan.share is not None else None
+        return dataclasses.replace(plan, vgpu=vgpu, dynamic_mig=dyn, share=share)
+
+    @staticmethod
+    def _localize_share(inv: inventories.NodeInventory, grant: gpushares.CardGrant) -> gpushares.CardGrant:
+        """The share with this node's card UUID (a plan may come from another node of the same shape)."""
+        g = inv.gpu(grant.minor)
+        return dataclasses.replace(grant, uuid=g.uuid) if g is not None else grant
 
     def device_annotations(self, task: Task, node: int, plan: Any) -> dict[str, str]:
         inv = self._inventory(node)
         if inv is None or not isinstance(plan, DevicePlan):
             return {}
-        if plan.vgpu is not None or plan.dynamic_mig is not None:
+        if plan.vgpu is not None or plan.dynamic_mig is not None or plan.share is not None:
             plan = self._localize(inv, plan)
         out: dict[str, str] = {}
         if plan.gpus or plan.rdma is not None:
             gpus = [g for g in (inv.gpu(i) for i in plan.gpus) if g is not None]
             out.update(rdmas.annotations(gpus, plan.rdma))
+        if plan.share is not None:
+            out[inventories.DEVICE_ALLOCATED_ANNOTATION] = _with_share(
+                out.get(inventories.DEVICE_ALLOCATED_ANNOTATION), plan.share)
         if plan.vgpu is not None:
             out.update(vgpus.annotations(plan.vgpu, node=self.node_names[node], now=self.now))
         if plan.dynamic_mig is not None:
@@ -524,6 +572,17 @@ class DeviceShare:
         if plan.mig_instances:
             out[inventories.MIG_INSTANCES_ANNOTATION] = migs.instances_annotation(dict(plan.mig_instances))
         return out
+
+
+def _share_key(grant: gpushares.CardGrant) -> str:
+    return grant.uuid or inventories.share_key(grant.minor)
+
+
+def _with_share(raw: str | None, grant: gpushares.CardGrant) -> str:
+    """The `device-allocated` value with the share's GPU entry (next to the RDMA devices, if any)."""
+    value = orjson.loads(raw) if raw else {}
+    value["gpu"] = [*value.get("gpu", []), gpushares.allocated_entry(grant)]
+    return orjson.dumps(value).decode()
 
 
 def _pair_scores(raw: str) -> dict[tuple[int, int], int]:

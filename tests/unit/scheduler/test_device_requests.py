@@ -119,7 +119,7 @@ WHOLE = [
     ("init-peak", pod(c(limits={"nvidia.com/gpu": 1}), init=(c("i", limits={"nvidia.com/gpu": 4}),)), 4),
     ("hami-memory-is-not-whole", pod(c(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 10})), 0),
     ("koordinator-gpu-200", pod(c(limits={"koordinator.sh/gpu": 200})), 2),
-    ("koordinator-gpu-50-is-one", pod(c(limits={"koordinator.sh/gpu": 50})), 1),
+    ("koordinator-gpu-50-is-a-share-not-whole", pod(c(limits={"koordinator.sh/gpu": 50})), 0),
     ("none", pod(c(limits={"cpu": "1"})), 0),
 ]
 
