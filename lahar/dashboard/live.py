@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from lahar.dashboard import nodes, views
+from lahar.dashboard import gpus, nodes, views
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.informers import Informer, InformerFactory
 
@@ -68,6 +68,7 @@ class Hub:
         self._lock = threading.Lock()
         self._subscribers: set[_Subscriber] = set()
         self.occupancy = nodes.Occupancy()
+        self.device_pods = gpus.DevicePods()
         for name, group, version, plural, selector in KINDS:
             rt = client.registry.get(group, version, plural)
             if rt is None:
@@ -77,6 +78,8 @@ class Hub:
                 inf.add_index(JOB_INDEX, _job_of)
                 inf.add_handler(on_add=self.occupancy.put, on_update=lambda _old, new: self.occupancy.put(new),
                                 on_delete=self.occupancy.remove)
+                inf.add_handler(on_add=self.device_pods.put, on_update=lambda _old, new: self.device_pods.put(new),
+                                on_delete=self.device_pods.remove)
             inf.add_handler(on_add=lambda _o, n=name: self._changed(n),
                             on_update=lambda _o, _n, n=name: self._changed(n),
                             on_delete=lambda _o, n=name: self._changed(n))

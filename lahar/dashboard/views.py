@@ -16,8 +16,8 @@ import orjson
 import yaml
 
 __all__ = [
-    "Bar", "JobRow", "Placement", "PolicyEvent", "PolicyRow", "QueueRow", "amount", "job_rows", "jobs_by_phase",
-    "placements", "pods_by_job", "shares", "pod_facts", "policy_rows", "queue_rows", "why_pending",
+    "Bar", "JobRow", "Placement", "PolicyEvent", "PolicyRow", "QueueRow", "amount", "hypernode_tier", "job_rows",
+    "jobs_by_phase", "placements", "pods_by_job", "shares", "pod_facts", "policy_rows", "queue_rows", "why_pending",
 ]
 
 Obj = dict[str, Any]
@@ -251,6 +251,7 @@ class JobRow:
     why: tuple[str, ...] = ()
     hypernode: str = ""
     placements: tuple[Placement, ...] = field(default=())
+    tier: int | None = None  # the tier of `hypernode` in the HyperNode tree (None: no such HyperNode, or no tier)
 
 
 def _json(text: str | None) -> Any:
@@ -348,11 +349,15 @@ def pods_by_job(pods: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
 
 def job_rows(*, jobs: Sequence[Obj], podgroups: Sequence[Obj],
              pods: Sequence[Obj] | Mapping[tuple[str, str], Sequence[Obj]], queues: Sequence[Obj] = (),
-             events: Sequence[Obj] = (), details: int | None = None) -> list[JobRow]:
+             events: Sequence[Obj] = (), details: int | None = None,
+             hypernodes: Sequence[Obj] = ()) -> list[JobRow]:
     """One row per Volcano Job (namespace, name order): its gang's minAvailable against its running and pending
     pods (the Job's status counts, which the job controller keeps), and either why it waits (Pending, Inqueue, or
     Running with pods pending) or where its pods landed — for the first `details` jobs of each phase (all when
-    None; the Jobs page shows no more than that many per phase). `pods` is a list, or already `pods_by_job`."""
+    None; the Jobs page shows no more than that many per phase), with the HyperNode its PodGroup was allocated in
+    (`volcano.sh/job-allocated-hypernode`) and that HyperNode's tier from `hypernodes`. `pods` is a list, or
+    already `pods_by_job`."""
+    tiers = {_name(h): hypernode_tier(h) for h in hypernodes}
     groups: dict[tuple[str, str], Obj] = {}
     for pg in podgroups:
         owner = next((r.get("name") for r in _meta(pg).get("ownerReferences") or () if r.get("kind") == "Job"), None)
@@ -391,8 +396,18 @@ def job_rows(*, jobs: Sequence[Obj], podgroups: Sequence[Obj],
             hypernode = (_meta(pg).get("annotations") or {}).get(HYPERNODE_ANNOTATION, "") if pg else ""
         rows.append(JobRow(ns, name, phase, str(spec.get("queue") or "default"), int(spec.get("minAvailable") or 0),
                            int(status.get("running") or 0), pending, int(status.get("succeeded") or 0),
-                           int(status.get("failed") or 0), why, hypernode, placed))
+                           int(status.get("failed") or 0), why, hypernode, placed, tiers.get(hypernode)))
     return rows
+
+
+def hypernode_tier(hn: Mapping[str, Any]) -> int | None:
+    """A HyperNode's `spec.tier` as an int; None when missing or not a whole number."""
+    tier = (hn.get("spec") or {}).get("tier")
+    if isinstance(tier, bool):
+        return None
+    if isinstance(tier, int):
+        return tier
+    return int(tier) if isinstance(tier, str) and tier.strip().isdigit() else None
 
 
 def _pending(pod: Mapping[str, Any]) -> bool:
