@@ -41,10 +41,12 @@ def render(page: str, items: Callable[[str], list[dict[str, Any]]], *,
            pods_by_job: Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]] | None = None,
            occupancy: Callable[[], nodes.Occupancy] | None = None,
            device_pods: Callable[[], Mapping[str, Sequence[dict[str, Any]]]] | None = None,
-           history: Callable[[], Sequence[tuple[float, Mapping[str, float]]]] | None = None) -> tuple[str, str]:
+           history: Callable[[], Sequence[tuple[float, Mapping[str, float]]]] | None = None,
+           webhook: Callable[[], tuple[list[views.PolicyCounter] | None, str]] | None = None) -> tuple[str, str]:
     """(title, `<main>` HTML) of one page from `items(kind)` — and, when given, the pods by job, the nodes'
     occupancy and the device-holding pods by node as kept from watch events (`live.Hub`), instead of regrouping
-    every pod; KeyError for a page that does not exist."""
+    every pod; `webhook` gives the webhook's policy counters and why they are missing (None: not configured);
+    KeyError for a page that does not exist."""
     if page == "queues":
         return "Queues", pages.queues_page(views.queue_rows(items("queues"), items("podgroups"), pods=items("pods"),
                                                             cluster=nodes.totals(items("nodes"))),
@@ -63,7 +65,9 @@ def render(page: str, items: Callable[[str], list[dict[str, Any]]], *,
         return "Nodes", pages.nodes_page(cols, rows, nodes.hypernode_rows(items("hypernodes"), rows, node_objs),
                                          cards)
     if page == "policies":
-        return "Policies", pages.policies_page(*views.policy_rows(items("configmaps"), items("events")))
+        counters, why = webhook() if webhook else (None, "")
+        return "Policies", pages.policies_page(*views.policy_rows(items("configmaps"), items("events")),
+                                               counters=counters, counters_missing=why)
     raise KeyError(page)
 
 
@@ -146,12 +150,18 @@ def create_app(hub: Hub, *, token: str, host: str = "127.0.0.1") -> FastAPI:
     def synced() -> dict[str, Any]:
         return {"version": hub.version, "synced": hub.synced(), "subscribers": hub.subscribers}
 
+    def webhook() -> tuple[list[views.PolicyCounter] | None, str]:
+        scrape = hub.webhook_metrics
+        if scrape is None:
+            return None, ""
+        return scrape.counters, f"{scrape.url}: {scrape.error}" if scrape.error else ""
+
     @app.get("/{page}", response_class=HTMLResponse)
     def page(page: str, fragment: bool = False) -> HTMLResponse:
         try:
             title, main = render(page, hub.items, pods_by_job=hub.pods_by_job, occupancy=lambda: hub.occupancy,
                                  device_pods=hub.device_pods.snapshot,
-                                 history=lambda: list(hub.history))
+                                 history=lambda: list(hub.history), webhook=webhook)
         except KeyError:
             return HTMLResponse(pages.error_page(404, f"no page {page!r}; the pages are queues, jobs, nodes and "
                                                       "policies"), status_code=404)

@@ -12,7 +12,7 @@ from html import escape
 
 from lahar.dashboard.gpus import CardRow, GPUNodeRow
 from lahar.dashboard.nodes import Cell, HyperNodeRow, NodeRow
-from lahar.dashboard.views import Bar, JobRow, PolicyEvent, PolicyRow, QueueRow, jobs_by_phase
+from lahar.dashboard.views import Bar, JobRow, PolicyCounter, PolicyEvent, PolicyRow, QueueRow, jobs_by_phase
 
 __all__ = ["PAGES", "jobs_page", "layout", "nodes_page", "policies_page", "queues_page"]
 
@@ -213,7 +213,26 @@ def nodes_page(cols: Sequence[str], rows: Sequence[NodeRow], hypernodes: Sequenc
     return out + cards_table(cards)
 
 
-def policies_page(rows: Sequence[PolicyRow], events: Sequence[PolicyEvent]) -> str:
+def _counters(counters: Sequence[PolicyCounter] | None, missing: str) -> str:
+    """The webhook's policy counters; without them, why (not configured, or the last scrape's error)."""
+    head = "<h2>The webhook's counters</h2>"
+    if counters is None:
+        reason = (f"the last scrape of the webhook's metrics failed: {e(missing)}" if missing else
+                  "the dashboard was not given the webhook's metrics address (<code>--webhook-metrics</code>; "
+                  "<code>lahar up</code> passes it)")
+        return f'{head}<p class="legend">Not shown: {reason}.</p>'
+    if not counters:
+        return f"{head}<p>No policy decisions or audits since the webhook started.</p>"
+    body = "".join(f'<tr><th scope="row">{e(c.policy)}</th><td>{e(c.action)}</td><td>{c.count}</td></tr>'
+                   for c in counters)
+    return (f'{head}<p class="legend">Since the webhook started (<code>lahar_policy_decisions_total</code>, '
+            '<code>lahar_policy_audit_total</code>).</p><div class="scroll"><table class="counters"><thead><tr>'
+            '<th scope="col">AdmissionPolicy</th><th scope="col">action</th><th scope="col">count</th></tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def policies_page(rows: Sequence[PolicyRow], events: Sequence[PolicyEvent], *,
+                  counters: Sequence[PolicyCounter] | None = None, counters_missing: str = "") -> str:
     if rows:
         body = "".join(f'<tr><th scope="row">{e(p.name)}</th><td>{e(p.source)}</td>'
                        f'<td>{e(", ".join(p.actions)) or "–"}</td><td>{e(", ".join(p.resources)) or "–"}</td>'
@@ -232,7 +251,7 @@ def policies_page(rows: Sequence[PolicyRow], events: Sequence[PolicyEvent]) -> s
                   f'<th scope="col">count</th></tr></thead><tbody>{ev}</tbody></table></div>')
     else:
         recent = "<h2>Recent denials, warnings and audits</h2><p>None.</p>"
-    return "<h1>Policies</h1>" + table + recent
+    return "<h1>Policies</h1>" + table + recent + _counters(counters, counters_missing)
 
 
 def error_page(status: int, message: str) -> str:
