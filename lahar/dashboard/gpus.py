@@ -158,7 +158,7 @@ def card_rows(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> tup
                 if gpu.isdigit():
                     static[(int(gpu), profile)].append(Holder(who, instance=i))
                     recorded[profile] += 1
-        for m in devreq.mig_requests(pod):
+        for m in devreq.mig_requests(pod) if _mig_resources(pod) else ():  # the cheap test first
             asked[m.profile] += m.count
     rows: list[CardRow] = []
     seen: set[str] = set()
@@ -229,6 +229,9 @@ def gpu_rows(nodes: Sequence[Obj], pods: Iterable[Mapping[str, Any]] | Mapping[s
              ) -> list[GPUNodeRow]:
     """One row per node with cards to show (by name). `pods` is every pod, or already the device-holding pods by
     node name (`DevicePods.snapshot()`)."""
+    shown = sorted((n for n in nodes if is_gpu_node(n)), key=lambda n: str(_meta(n).get("name") or ""))
+    if not shown:  # no node shares or splits its GPUs: no pod to read
+        return []
     if isinstance(pods, Mapping):
         by_node: Mapping[str, Sequence[Mapping[str, Any]]] = pods
     else:
@@ -238,7 +241,7 @@ def gpu_rows(nodes: Sequence[Obj], pods: Iterable[Mapping[str, Any]] | Mapping[s
                 grouped[str((pod.get("spec") or {}).get("nodeName"))].append(pod)
         by_node = grouped
     out = []
-    for n in sorted((n for n in nodes if is_gpu_node(n)), key=lambda n: str(_meta(n).get("name") or "")):
+    for n in shown:
         name = str(_meta(n).get("name") or "")
         cards, unrecorded = card_rows(n, by_node.get(name, ()))
         if cards:
