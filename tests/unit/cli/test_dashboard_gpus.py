@@ -194,3 +194,11 @@ def test_superpod_hypernode_tree_occupancy_per_tier() -> None:
     }
     assert [h.name for h in nodes.hypernode_rows(hns, rows, node_objs)][:2] == [
         "hypernode-superpod-tier2-spine-0", "hypernode-superpod-tier1-leaf-0"]
+
+
+@pytest.mark.parametrize(("tier", "want"), [(2, 2), ("3", 3), ("one", 0), (None, 0), (True, 0)],
+                         ids=["int", "digits", "word", "missing", "bool"])
+def test_hypernode_table_reads_a_bad_tier_as_0(tier: object, want: int) -> None:
+    """A HyperNode whose spec.tier is no number was a ValueError (a 500 for the Nodes page); now tier 0."""
+    [row] = nodes.hypernode_rows([_hn("h", tier)], [], [])
+    assert row.tier == want
