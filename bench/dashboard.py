@@ -30,7 +30,8 @@ def cluster(nodes: int, pods: int, gang: int = 10) -> dict[str, list[dict[str, A
         alloc = {"cpu": "128", "memory": "1Ti", "pods": "110"}
         if i % 4 == 0:
             alloc |= {"nvidia.com/gpu": "8", "nvidia.com/rdma_vf": "8"}
-        meta: dict[str, Any] = {"name": f"node-{i:05d}", "labels": {"rack": f"r{i // 32}"}}
+        meta: dict[str, Any] = {"name": f"node-{i:05d}", "labels": {"rack": f"r{i // 32}"}, "uid": f"node-uid-{i}",
+                                "resourceVersion": str(i + 1)}
         if i % 20 == 2:  # a twentieth shares 4 cards as vGPUs (the Nodes page's per-card table)
             meta["annotations"] = {"volcano.sh/node-vgpu-register": "".join(
                 f"GPU-{i:05d}-{c},10,15360,Tesla-T4,true,hami-core:" for c in range(4))}

@@ -225,6 +225,32 @@ class DevicePods:
             return {n: list(ps.values()) for n, ps in self._pods.items()}
 
 
+_ROWS: dict[tuple[Any, ...], tuple[list[CardRow], dict[str, int]]] = {}
+_ROWS_MAX = 20_000
+
+
+def _version(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = _meta(obj)
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    return (str(uid), str(rv)) if uid and rv else None
+
+
+def _cached_card_rows(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+                      ) -> tuple[list[CardRow], dict[str, int]]:
+    """`card_rows`, remembered per (node, pods) version: a node whose object and pods are unchanged is read once,
+    however many renders follow. Objects without uid and resourceVersion are read each time."""
+    versions = [_version(node), *(_version(p) for p in pods)]
+    if any(v is None for v in versions):
+        return card_rows(node, pods)
+    key = (str(_meta(node).get("name") or ""), *sorted(versions))  # type: ignore[type-var]
+    hit = _ROWS.get(key)
+    if hit is None:
+        if len(_ROWS) >= _ROWS_MAX:
+            _ROWS.clear()
+        hit = _ROWS[key] = card_rows(node, pods)
+    return hit
+
+
 def gpu_rows(nodes: Sequence[Obj], pods: Iterable[Mapping[str, Any]] | Mapping[str, Sequence[Mapping[str, Any]]]
              ) -> list[GPUNodeRow]:
     """One row per node with cards to show (by name). `pods` is every pod, or already the device-holding pods by
@@ -243,7 +269,7 @@ def gpu_rows(nodes: Sequence[Obj], pods: Iterable[Mapping[str, Any]] | Mapping[s
     out = []
     for n in shown:
         name = str(_meta(n).get("name") or "")
-        cards, unrecorded = card_rows(n, by_node.get(name, ()))
+        cards, unrecorded = _cached_card_rows(n, by_node.get(name, ()))
         if cards:
             out.append(GPUNodeRow(name, tuple(cards), unrecorded))
     return out

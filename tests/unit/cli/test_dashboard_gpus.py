@@ -202,3 +202,20 @@ def test_hypernode_table_reads_a_bad_tier_as_0(tier: object, want: int) -> None:
     """A HyperNode whose spec.tier is no number was a ValueError (a 500 for the Nodes page); now tier 0."""
     [row] = nodes.hypernode_rows([_hn("h", tier)], [], [])
     assert row.tier == want
+
+
+def test_card_rows_are_remembered_per_version_and_recomputed_on_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = gpus.card_rows
+    monkeypatch.setattr(gpus, "card_rows", lambda n, ps: calls.append(1) or real(n, ps))
+    node = json.loads(json.dumps(T4))
+    node["metadata"] |= {"uid": "n-uid", "resourceVersion": "1"}
+    p = _on("a", T4, **{"volcano.sh/vgpu-ids-new": _vgpu(T4_UUIDS[0], 1024, 10)})
+    p["metadata"] |= {"uid": "p-uid", "resourceVersion": "5"}
+    first = gpus.gpu_rows([node], {node["metadata"]["name"]: [p]})
+    assert gpus.gpu_rows([node], {node["metadata"]["name"]: [p]}) == first and len(calls) == 1  # unchanged: once
+    changed = json.loads(json.dumps(p))
+    changed["metadata"] |= {"resourceVersion": "6", "annotations": {
+        "volcano.sh/vgpu-ids-new": _vgpu(T4_UUIDS[0], 2048, 20)}}
+    [row] = gpus.gpu_rows([node], {node["metadata"]["name"]: [changed]})
+    assert _holders(row.cards[0]) == [("default/a", 2048, 20)] and len(calls) == 2
