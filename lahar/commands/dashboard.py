@@ -51,6 +51,8 @@ def register(app: typer.Typer) -> None:
         from lahar.kube import kubeconfig as kc
         from lahar.kube.rest import RestClient
 
+        if webhook_metrics is not None and not webhook_metrics.startswith(("http://", "https://")):
+            raise typer.BadParameter(f"{webhook_metrics!r} is no http(s) address", param_hint="--webhook-metrics")
         level = init_logging(loglevel, log_format)
         if token_file is None and os.environ.get("LAHAR_DATA_DIR"):
             token_file = Path(os.environ["LAHAR_DATA_DIR"]) / credentials.DASHBOARD_FILE
@@ -67,8 +69,6 @@ def register(app: typer.Typer) -> None:
         except OSError as e:
             raise typer.BadParameter(f"cannot listen on {host}:{port}: {e.strerror}", param_hint="--port") from e
         bound = sock.getsockname()[1]
-        if webhook_metrics is not None and not webhook_metrics.startswith(("http://", "https://")):
-            raise typer.BadParameter(f"{webhook_metrics!r} is no http(s) address", param_hint="--webhook-metrics")
         scrape = WebhookMetrics(webhook_metrics, verify=str(webhook_ca) if webhook_ca else True) \
             if webhook_metrics else None
         hub = Hub(client, webhook_metrics=scrape).start()
