@@ -17,20 +17,25 @@ import statistics
 import time
 from typing import Any
 
-from lahar.dashboard import app, nodes, views
+from lahar.dashboard import app, gpus, nodes, views
 
 TARGET_MS = 300.0
 
 
 def cluster(nodes: int, pods: int, gang: int = 10) -> dict[str, list[dict[str, Any]]]:
-    """Nodes (a quarter with 8 GPUs and 8 RDMA VFs), queues, Volcano Jobs with their PodGroups and pods (every
+    """Nodes (a quarter with 8 GPUs and 8 RDMA VFs, a twentieth with 4 vGPU cards), queues, Volcano Jobs with their PodGroups and pods (every
     tenth job pending with a FailedScheduling Event per pod, GPU jobs with device and NUMA annotations)."""
     node_objs = []
     for i in range(nodes):
         alloc = {"cpu": "128", "memory": "1Ti", "pods": "110"}
         if i % 4 == 0:
             alloc |= {"nvidia.com/gpu": "8", "nvidia.com/rdma_vf": "8"}
-        node_objs.append({"metadata": {"name": f"node-{i:05d}", "labels": {"rack": f"r{i // 32}"}},
+        meta: dict[str, Any] = {"name": f"node-{i:05d}", "labels": {"rack": f"r{i // 32}"}, "uid": f"node-uid-{i}",
+                                "resourceVersion": str(i + 1)}
+        if i % 20 == 2:  # a twentieth shares 4 cards as vGPUs (the Nodes page's per-card table)
+            meta["annotations"] = {"volcano.sh/node-vgpu-register": "".join(
+                f"GPU-{i:05d}-{c},10,15360,Tesla-T4,true,hami-core:" for c in range(4))}
+        node_objs.append({"metadata": meta,
                           "spec": {}, "status": {"allocatable": alloc, "conditions": [{"type": "Ready",
                                                                                        "status": "True"}]}})
     # status.allocated as the scheduler writes it
@@ -63,7 +68,10 @@ def cluster(nodes: int, pods: int, gang: int = 10) -> dict[str, list[dict[str, A
                                                                                 "name": pod_name},
                                "message": f"0/{nodes} nodes are available: {nodes} Insufficient cpu.", "count": 3})
             else:
-                spec["nodeName"] = f"node-{((j * gang + t) * (4 if gpu else 1)) % nodes:05d}"
+                where = ((j * gang + t) * (4 if gpu else 1)) % nodes
+                spec["nodeName"] = f"node-{where:05d}"
+                if where % 20 == 2:  # a slice of one of the node's vGPU cards
+                    ann["volcano.sh/vgpu-ids-new"] = f"GPU-{where:05d}-{j % 4},NVIDIA,2048,25"
                 ann["volcano.sh/topology-decision"] = numa
                 if gpu:
                     ann |= {"scheduling.koordinator.sh/device-allocated": devices, "lahar.sh/gpu-rdma-pairs": pairs}
@@ -89,10 +97,14 @@ def main() -> None:
     for pod in objs["pods"]:
         occupancy.put(pod)
     by_job = views.pods_by_job(objs["pods"])
+    device_pods = gpus.DevicePods()
+    for pod in objs["pods"]:
+        device_pods.put(pod)
     print(f"indexes (the hub keeps them from watch events; built once here): "
           f"{(time.process_time() - start) * 1000:.0f} ms CPU")
     for page in ("jobs", "nodes", "queues"):
-        for how, kw in (("indexed", {"pods_by_job": lambda: by_job, "occupancy": lambda: occupancy}),
+        for how, kw in (("indexed", {"pods_by_job": lambda: by_job, "occupancy": lambda: occupancy,
+                                     "device_pods": device_pods.snapshot}),
                         ("from lists", {})):
             times, size = [], 0
             for _ in range(args.repeat):

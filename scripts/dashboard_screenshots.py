@@ -1,5 +1,6 @@
 """Screenshots of each dashboard page into docs/dashboard/*.png, taken in headless Chromium (Selenium with Debian's
-chromium and chromium-driver) on a fresh `lahar up --demo`, plus one job that cannot fit so the Jobs page shows why.
+chromium and chromium-driver) on a fresh `lahar up --demo`, plus one job that cannot fit so the Jobs page shows why,
+and a few vGPU and MIG pods that stay on their cards so the Nodes page's per-card heatmap shows who holds what.
 
     python scripts/dashboard_screenshots.py [--out docs/dashboard] [--settle 25]
 
@@ -31,6 +32,25 @@ TOO_BIG = {
         "name": "w", "replicas": 2, "template": {"spec": {"restartPolicy": "Never", "containers": [{
             "name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500"}}}]}}}]},
 }
+
+
+# pods that stay on their cards while the pages are photographed (the demo's own vGPU and MIG pods end in seconds)
+SHARED = [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"notebook-{i}", "namespace": "default",
+                                                     "annotations": {"lahar.sh/sim-duration": "30m"}},
+     "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{
+         "name": "c", "image": "jupyter/base-notebook", "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+         "limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(mem),
+                    "volcano.sh/vgpu-cores": str(cores)}}}]}}
+    for i, (mem, cores) in enumerate([(4096, 30), (8192, 50), (2048, 20)])
+] + [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"infer-{profile}", "namespace": "default",
+                                                     "annotations": {"lahar.sh/sim-duration": "30m"}},
+     "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{
+         "name": "c", "image": "nvcr.io/nvidia/tritonserver:24.05-py3",
+         "resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {f"nvidia.com/mig-{profile}": "1"}}}]}}
+    for profile in ("1g.10gb", "3g.40gb")
+]
 
 
 def _free_port() -> int:
@@ -70,9 +90,13 @@ def _shoot(driver, url: str, path: Path, width: int, min_height: int) -> None:  
     driver.execute_script("document.querySelectorAll('[data-job=\"default/llm-pretrain\"] details')"
                           ".forEach(function (d) { d.open = true; });")
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(width, max(min_height, min(int(height) + 20, 4000)))
+    # the viewport itself set to the page's height (a window resize is clamped to the headless screen)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": max(min_height, min(int(height) + 20, 4000)), "deviceScaleFactor": 1,
+        "mobile": width < 640})
     time.sleep(0.5)
     driver.save_screenshot(str(path))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
 
 
@@ -96,12 +120,16 @@ def main() -> None:
             base = info["dashboard"].split("?")[0]
             _wait("the dashboard", lambda: httpx.get(base + "healthz", timeout=2).text == "ok")
             job = Path(tmp) / "too-big.yaml"
-            job.write_text(yaml.safe_dump(TOO_BIG))
+            job.write_text(yaml.safe_dump_all([TOO_BIG, *SHARED]))
             subprocess.run(["kubectl", "--kubeconfig", info["kubeconfig"], "apply", "-f", str(job)], check=True,
                            capture_output=True)
             _wait("the GPU gang running", lambda: "llm-pretrain" in httpx.get(
                 base + "jobs?fragment=1", headers={"Authorization": f"Bearer {info['dashboard'].split('=', 1)[1]}"},
                 timeout=5).text.split("Running", 1)[-1].split("</section>", 1)[0])
+            auth = {"Authorization": f"Bearer {info['dashboard'].split('=', 1)[1]}"}
+            _wait("the vGPU and MIG pods on their cards", lambda: all(
+                f"default/{p['metadata']['name']}" in httpx.get(base + "nodes?fragment=1", headers=auth, timeout=5).text
+                for p in SHARED))
             time.sleep(args.settle)
             wide = _browser(1280, 800)
             try:

@@ -30,6 +30,11 @@ def register(app: typer.Typer) -> None:
                                         help="Keep the token in this file (0600; made when missing). Default: "
                                              "LAHAR_DATA_DIR/dashboard-token when LAHAR_DATA_DIR is set, else a "
                                              "new token each start."),
+        webhook_metrics: str = typer.Option(None, "--webhook-metrics",
+                                            help="The webhook's /metrics address: the Policies page shows its "
+                                                 "policy counters (scraped every 15 s)."),
+        webhook_ca: Path = typer.Option(None, "--webhook-ca", dir_okay=False, exists=True,
+                                        help="CA file of the webhook's serving certificate (default: the system's)."),
         loglevel: str = log_level_option(),
         log_format: str = log_format_option(),
     ) -> None:
@@ -42,10 +47,12 @@ def register(app: typer.Typer) -> None:
 
         from lahar import credentials
         from lahar.dashboard.app import create_app
-        from lahar.dashboard.live import Hub
+        from lahar.dashboard.live import Hub, WebhookMetrics
         from lahar.kube import kubeconfig as kc
         from lahar.kube.rest import RestClient
 
+        if webhook_metrics is not None and not webhook_metrics.startswith(("http://", "https://")):
+            raise typer.BadParameter(f"{webhook_metrics!r} is no http(s) address", param_hint="--webhook-metrics")
         level = init_logging(loglevel, log_format)
         if token_file is None and os.environ.get("LAHAR_DATA_DIR"):
             token_file = Path(os.environ["LAHAR_DATA_DIR"]) / credentials.DASHBOARD_FILE
@@ -62,7 +69,9 @@ def register(app: typer.Typer) -> None:
         except OSError as e:
             raise typer.BadParameter(f"cannot listen on {host}:{port}: {e.strerror}", param_hint="--port") from e
         bound = sock.getsockname()[1]
-        hub = Hub(client).start()
+        scrape = WebhookMetrics(webhook_metrics, verify=str(webhook_ca) if webhook_ca else True) \
+            if webhook_metrics else None
+        hub = Hub(client, webhook_metrics=scrape).start()
         typer.echo(f"dashboard: {url_of(host, bound, token)}", err=True)
         typer.echo(f"  token: {token}" + (f"  (kept in {kept})" if kept else "  (new each start; --token-file keeps "
                                                                             "one)"), err=True)

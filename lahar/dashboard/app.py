@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 
-from lahar.dashboard import nodes, pages, views
+from lahar.dashboard import gpus, nodes, pages, views
 from lahar.dashboard.live import Hub
 
 __all__ = ["COOKIE", "create_app", "render"]
@@ -40,10 +40,13 @@ LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 def render(page: str, items: Callable[[str], list[dict[str, Any]]], *,
            pods_by_job: Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]] | None = None,
            occupancy: Callable[[], nodes.Occupancy] | None = None,
-           history: Callable[[], Sequence[tuple[float, Mapping[str, float]]]] | None = None) -> tuple[str, str]:
-    """(title, `<main>` HTML) of one page from `items(kind)` — and, when given, the pods by job and the nodes'
-    occupancy as kept from watch events (`live.Hub`), instead of regrouping every pod; KeyError for a page that
-    does not exist."""
+           device_pods: Callable[[], Mapping[str, Sequence[dict[str, Any]]]] | None = None,
+           history: Callable[[], Sequence[tuple[float, Mapping[str, float]]]] | None = None,
+           webhook: Callable[[], tuple[list[views.PolicyCounter] | None, str]] | None = None) -> tuple[str, str]:
+    """(title, `<main>` HTML) of one page from `items(kind)` — and, when given, the pods by job, the nodes'
+    occupancy and the device-holding pods by node as kept from watch events (`live.Hub`), instead of regrouping
+    every pod; `webhook` gives the webhook's policy counters and why they are missing (None: not configured);
+    KeyError for a page that does not exist."""
     if page == "queues":
         return "Queues", pages.queues_page(views.queue_rows(items("queues"), items("podgroups"), pods=items("pods"),
                                                             cluster=nodes.totals(items("nodes"))),
@@ -52,14 +55,19 @@ def render(page: str, items: Callable[[str], list[dict[str, Any]]], *,
         return "Jobs", pages.jobs_page(views.job_rows(jobs=items("jobs"), podgroups=items("podgroups"),
                                                       pods=pods_by_job() if pods_by_job else items("pods"),
                                                       queues=items("queues"),
-                                                      events=items("events"), details=views.DETAILS_PER_PHASE),
+                                                      events=items("events"), details=views.DETAILS_PER_PHASE,
+                                                      hypernodes=items("hypernodes")),
                                        limit=views.DETAILS_PER_PHASE)
     if page == "nodes":
         node_objs = items("nodes")
         cols, rows = nodes.node_rows(node_objs, occupancy() if occupancy else items("pods"))
-        return "Nodes", pages.nodes_page(cols, rows, nodes.hypernode_rows(items("hypernodes"), rows, node_objs))
+        cards = gpus.gpu_rows(node_objs, device_pods() if device_pods else items("pods"))
+        return "Nodes", pages.nodes_page(cols, rows, nodes.hypernode_rows(items("hypernodes"), rows, node_objs),
+                                         cards)
     if page == "policies":
-        return "Policies", pages.policies_page(*views.policy_rows(items("configmaps"), items("events")))
+        counters, why = webhook() if webhook else (None, "")
+        return "Policies", pages.policies_page(*views.policy_rows(items("configmaps"), items("events")),
+                                               counters=counters, counters_missing=why)
     raise KeyError(page)
 
 
@@ -142,11 +150,18 @@ def create_app(hub: Hub, *, token: str, host: str = "127.0.0.1") -> FastAPI:
     def synced() -> dict[str, Any]:
         return {"version": hub.version, "synced": hub.synced(), "subscribers": hub.subscribers}
 
+    def webhook() -> tuple[list[views.PolicyCounter] | None, str]:
+        scrape = hub.webhook_metrics
+        if scrape is None:
+            return None, ""
+        return scrape.counters, f"{scrape.url}: {scrape.error}" if scrape.error else ""
+
     @app.get("/{page}", response_class=HTMLResponse)
     def page(page: str, fragment: bool = False) -> HTMLResponse:
         try:
             title, main = render(page, hub.items, pods_by_job=hub.pods_by_job, occupancy=lambda: hub.occupancy,
-                                 history=lambda: list(hub.history))
+                                 device_pods=hub.device_pods.snapshot,
+                                 history=lambda: list(hub.history), webhook=webhook)
         except KeyError:
             return HTMLResponse(pages.error_page(404, f"no page {page!r}; the pages are queues, jobs, nodes and "
                                                       "policies"), status_code=404)

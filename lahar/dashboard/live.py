@@ -1,5 +1,6 @@
 """The dashboard's live state: one informer (list + one watch) per kind the pages read, shared by every browser,
-and the fan-out that wakes each browser's event stream when something changed.
+and the fan-out that wakes each browser's event stream when something changed; and, when given its address, the
+webhook's policy counters, scraped by one thread.
 
 Part of `lahar.dashboard`; `app` reads `Hub.items(...)` to render and `Hub.subscribe()` for `/events`. Informers
 come from `lahar.kube.informers` over any `ClusterClient` (the REST client in `lahar dashboard`, the in-memory one in
@@ -17,11 +18,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from lahar.dashboard import nodes, views
+from lahar.dashboard import gpus, nodes, views
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.informers import Informer, InformerFactory
 
-__all__ = ["KINDS", "Hub"]
+__all__ = ["KINDS", "Hub", "WebhookMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,12 @@ class Hub:
     causes any request to the API server, however many are open."""
 
     def __init__(self, client: ClusterClient, *, watch_timeout: float | None = 300.0,
-                 sample_every: float | None = 60.0, clock: Callable[[], float] = time.time) -> None:
+                 sample_every: float | None = 60.0, clock: Callable[[], float] = time.time,
+                 webhook_metrics: WebhookMetrics | None = None) -> None:
         self.client = client
+        self.webhook_metrics = webhook_metrics
+        if webhook_metrics is not None:
+            webhook_metrics.on_change = lambda: self._changed("webhook-metrics")
         self.sample_every = sample_every
         self.clock = clock
         self.history: deque[tuple[float, dict[str, float]]] = deque(maxlen=HISTORY_POINTS)
@@ -68,6 +73,7 @@ class Hub:
         self._lock = threading.Lock()
         self._subscribers: set[_Subscriber] = set()
         self.occupancy = nodes.Occupancy()
+        self.device_pods = gpus.DevicePods()
         for name, group, version, plural, selector in KINDS:
             rt = client.registry.get(group, version, plural)
             if rt is None:
@@ -77,6 +83,8 @@ class Hub:
                 inf.add_index(JOB_INDEX, _job_of)
                 inf.add_handler(on_add=self.occupancy.put, on_update=lambda _old, new: self.occupancy.put(new),
                                 on_delete=self.occupancy.remove)
+                inf.add_handler(on_add=self.device_pods.put, on_update=lambda _old, new: self.device_pods.put(new),
+                                on_delete=self.device_pods.remove)
             inf.add_handler(on_add=lambda _o, n=name: self._changed(n),
                             on_update=lambda _o, _n, n=name: self._changed(n),
                             on_delete=lambda _o, n=name: self._changed(n))
@@ -86,6 +94,8 @@ class Hub:
 
     def start(self) -> Hub:
         self.factory.start()
+        if self.webhook_metrics is not None:
+            self.webhook_metrics.start()
         if self.sample_every:
             self._sampler = threading.Thread(target=self._sample_loop, name="dashboard-shares", daemon=True)
             self._sampler.start()
@@ -114,6 +124,8 @@ class Hub:
 
     def stop(self) -> None:
         self._sampling.set()
+        if self.webhook_metrics is not None:
+            self.webhook_metrics.stop()
         if self._sampler is not None:
             self._sampler.join(5)
         self.factory.stop()
@@ -167,6 +179,57 @@ class Hub:
 
 
 JOB_INDEX = "job"
+
+
+class WebhookMetrics:
+    """The webhook's `/metrics`, scraped every `every` seconds by one thread (whatever the number of browsers),
+    kept as its policy counters (`views.policy_counters`) or the reason the last scrape failed. `verify` is the CA
+    file of the webhook's serving certificate (or False); `on_change` is called when the counters change."""
+
+    def __init__(self, url: str, *, verify: str | bool = True, every: float = 15.0,
+                 fetch: Callable[[], str] | None = None) -> None:
+        self.url = url
+        self.verify = verify
+        self.every = every
+        self.on_change: Callable[[], None] = lambda: None
+        self._fetch = fetch or self._get
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.counters: list[views.PolicyCounter] | None = None  # None: not scraped yet, or the last scrape failed
+        self.error = "not scraped yet"
+
+    def _get(self) -> str:
+        import httpx
+
+        response = httpx.get(self.url, verify=self.verify, timeout=5.0)
+        response.raise_for_status()
+        return response.text
+
+    def scrape(self) -> None:
+        """One scrape; a failure keeps its reason in `error` (the page shows it), never raises."""
+        try:
+            counters, error = views.policy_counters(self._fetch()), ""
+        except Exception as e:  # noqa: BLE001 - unreachable, refused, TLS, HTTP error: all shown on the page
+            counters, error = None, f"{type(e).__name__}: {e}".strip()[:200]
+        changed = (counters, error) != (self.counters, self.error)
+        self.counters, self.error = counters, error
+        if changed:
+            self.on_change()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.scrape()
+            self._stop.wait(self.every)
+
+    def start(self) -> WebhookMetrics:
+        self._thread = threading.Thread(target=self._loop, name="dashboard-webhook-metrics", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
 
 
 def _job_of(pod: Obj) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.dashboard.views import PodFacts, amount, pod_facts
+from lahar.dashboard.views import PodFacts, amount, hypernode_tier, pod_facts
 
 __all__ = ["Cell", "HyperNodeRow", "NodeRow", "Occupancy", "columns", "hypernode_rows", "node_rows", "occupancy", "totals"]
 
@@ -203,7 +203,7 @@ def hypernode_rows(hypernodes: Sequence[Obj], node_table: Sequence[NodeRow], nod
     rows: list[HyperNodeRow] = []
 
     def tier(name: str) -> int:
-        return int((by_name[name].get("spec") or {}).get("tier") or 0)
+        return hypernode_tier(by_name[name]) or 0
 
     def walk(name: str, depth: int, path: frozenset[str]) -> None:
         below = under(name, path)

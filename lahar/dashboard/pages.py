@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 
+from lahar.dashboard.gpus import CardRow, GPUNodeRow
 from lahar.dashboard.nodes import Cell, HyperNodeRow, NodeRow
-from lahar.dashboard.views import Bar, JobRow, PolicyEvent, PolicyRow, QueueRow, jobs_by_phase
+from lahar.dashboard.views import Bar, JobRow, PolicyCounter, PolicyEvent, PolicyRow, QueueRow, jobs_by_phase
 
 __all__ = ["PAGES", "jobs_page", "layout", "nodes_page", "policies_page", "queues_page"]
 
@@ -103,7 +104,9 @@ def _placements(job: JobRow) -> str:
         vfs = "" if p.pairs else ", ".join(e(v) for v in p.vfs)
         rows.append(f'<tr><td>{e(p.pod)}</td><td>{e(p.node)}</td><td>{", ".join(e(n) for n in p.numa) or "–"}</td>'
                     f'<td>{gpus or "–"}</td><td class="pairs">{pairs or vfs or "–"}</td></tr>')
-    tier = f'<p>HyperNode: <strong>{e(job.hypernode)}</strong></p>' if job.hypernode else ""
+    tier = (f'<p class="hypernode">HyperNode: <strong>{e(job.hypernode)}</strong>'
+            + (f' <span class="tier">tier {job.tier}</span>' if job.tier is not None else "") + "</p>"
+            if job.hypernode else "")
     return (f'{tier}<table class="placements"><caption>where the pods landed</caption><thead><tr>'
             '<th scope="col">pod</th><th scope="col">node</th><th scope="col">NUMA</th><th scope="col">GPUs</th>'
             '<th scope="col">GPU ↔ RDMA VF</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
@@ -147,7 +150,47 @@ def _cell(c: Cell, resource: str, label: str | None = None) -> str:
             f'{_amount(c.used, resource)} of {_amount(c.total, resource)}">{percent:.0f}%</td>')
 
 
-def nodes_page(cols: Sequence[str], rows: Sequence[NodeRow], hypernodes: Sequence[HyperNodeRow]) -> str:
+def _mib(value: float) -> str:
+    return _amount(value * 2**20, "memory")
+
+
+def _card(card: CardRow) -> str:
+    """One card of the per-card heatmap: shaded by what is held (device memory, or MIG instances), with who holds
+    it written out (a MIG card lists its profiles, taken / total)."""
+    c = card.cell
+    shade = f"h{c.level}" if c.total else "none"
+    if card.kind == "mig":
+        lines = [f'<li>{e(p.profile)} {p.used}/{p.total or "–"}'
+                 + "".join(f' <span class="holder">{e(h.pod)} <small>{e(h.instance)}</small></span>'
+                           for h in p.holders) + "</li>" for p in card.profiles]
+        head = f"MIG · {c.used:.0f}/{c.total:.0f} instances" if c.total else "MIG"
+    else:
+        lines = [f'<li><span class="holder">{e(h.pod)}</span> {_mib(h.memory_mib)} · {h.cores}% cores</li>'
+                 for h in card.holders]
+        head = (f"vGPU · {_mib(card.used_memory_mib)}/{_mib(card.memory_mib)} · {card.used_cores}/{card.cores}% "
+                f"cores · {len(card.holders)}/{card.slots} slots")
+    title = f"GPU {card.index} {card.model} {card.uuid}".strip()
+    return (f'<td class="heat card {shade}" data-card="{e(card.uuid or card.index)}" title="{e(title)}">'
+            f'<strong>GPU {card.index}</strong> {c.percent:.0f}%<br><small>{e(head)}</small>'
+            + (f'<ul class="holders">{"".join(lines)}</ul>' if lines else "") + "</td>")
+
+
+def cards_table(rows: Sequence[GPUNodeRow]) -> str:
+    """The per-card heatmap: one row per node that shares or splits its GPUs, one cell per card."""
+    if not rows:
+        return ""
+    body = "".join(f'<tr data-gpu-node="{e(r.node)}"><th scope="row">{e(r.node)}'
+                   + "".join(f' <small class="unrecorded">{n}× {e(p)} held, instance not recorded</small>'
+                             for p, n in r.unrecorded.items())
+                   + "</th>" + "".join(_card(c) for c in r.cards) + "</tr>" for r in rows)
+    return ('<h2>GPUs per card</h2><p class="legend">vGPU cards: device memory held, and by whom (memory · cores); '
+            'MIG cards: instances taken per profile. Darker is fuller.</p><div class="scroll"><table '
+            f'class="heatmap cards"><thead><tr><th scope="col">node</th><th scope="col" colspan="{max(len(r.cards) for r in rows)}">'
+            f'cards</th></tr></thead><tbody>{body}</tbody></table></div>')
+
+
+def nodes_page(cols: Sequence[str], rows: Sequence[NodeRow], hypernodes: Sequence[HyperNodeRow],
+               cards: Sequence[GPUNodeRow] = ()) -> str:
     if not rows:
         return "<h1>Nodes</h1><p>No nodes.</p>"
     head = "".join(f'<th scope="col">{e(c).replace("/", "/<wbr>")}</th>' for c in cols)  # long names wrap at /
@@ -167,10 +210,29 @@ def nodes_page(cols: Sequence[str], rows: Sequence[NodeRow], hypernodes: Sequenc
                 '<th scope="col">HyperNode</th><th scope="col">tier</th><th scope="col">nodes</th>'
                 + "".join(f'<th scope="col">{e(c)}</th>' for c in hcols) + f"</tr></thead><tbody>{hbody}</tbody>"
                 "</table></div>")
-    return out
+    return out + cards_table(cards)
 
 
-def policies_page(rows: Sequence[PolicyRow], events: Sequence[PolicyEvent]) -> str:
+def _counters(counters: Sequence[PolicyCounter] | None, missing: str) -> str:
+    """The webhook's policy counters; without them, why (not configured, or the last scrape's error)."""
+    head = "<h2>The webhook's counters</h2>"
+    if counters is None:
+        reason = (f"the last scrape of the webhook's metrics failed: {e(missing)}" if missing else
+                  "the dashboard was not given the webhook's metrics address (<code>--webhook-metrics</code>; "
+                  "<code>lahar up</code> passes it)")
+        return f'{head}<p class="legend">Not shown: {reason}.</p>'
+    if not counters:
+        return f"{head}<p>No policy decisions or audits since the webhook started.</p>"
+    body = "".join(f'<tr><th scope="row">{e(c.policy)}</th><td>{e(c.action)}</td><td>{c.count}</td></tr>'
+                   for c in counters)
+    return (f'{head}<p class="legend">Since the webhook started (<code>lahar_policy_decisions_total</code>, '
+            '<code>lahar_policy_audit_total</code>).</p><div class="scroll"><table class="counters"><thead><tr>'
+            '<th scope="col">AdmissionPolicy</th><th scope="col">action</th><th scope="col">count</th></tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def policies_page(rows: Sequence[PolicyRow], events: Sequence[PolicyEvent], *,
+                  counters: Sequence[PolicyCounter] | None = None, counters_missing: str = "") -> str:
     if rows:
         body = "".join(f'<tr><th scope="row">{e(p.name)}</th><td>{e(p.source)}</td>'
                        f'<td>{e(", ".join(p.actions)) or "–"}</td><td>{e(", ".join(p.resources)) or "–"}</td>'
@@ -189,7 +251,7 @@ def policies_page(rows: Sequence[PolicyRow], events: Sequence[PolicyEvent]) -> s
                   f'<th scope="col">count</th></tr></thead><tbody>{ev}</tbody></table></div>')
     else:
         recent = "<h2>Recent denials, warnings and audits</h2><p>None.</p>"
-    return "<h1>Policies</h1>" + table + recent
+    return "<h1>Policies</h1>" + table + recent + _counters(counters, counters_missing)
 
 
 def error_page(status: int, message: str) -> str:

@@ -7,6 +7,7 @@ Part of `lahar.dashboard`; `nodes` holds the node and HyperNode views, `pages` r
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,8 +17,9 @@ import orjson
 import yaml
 
 __all__ = [
-    "Bar", "JobRow", "Placement", "PolicyEvent", "PolicyRow", "QueueRow", "amount", "job_rows", "jobs_by_phase",
-    "placements", "pods_by_job", "shares", "pod_facts", "policy_rows", "queue_rows", "why_pending",
+    "Bar", "JobRow", "Placement", "PolicyCounter", "PolicyEvent", "PolicyRow", "QueueRow", "amount", "hypernode_tier",
+    "job_rows", "jobs_by_phase", "placements", "pods_by_job", "shares", "pod_facts", "policy_counters", "policy_rows",
+    "queue_rows", "why_pending",
 ]
 
 Obj = dict[str, Any]
@@ -251,6 +253,7 @@ class JobRow:
     why: tuple[str, ...] = ()
     hypernode: str = ""
     placements: tuple[Placement, ...] = field(default=())
+    tier: int | None = None  # the tier of `hypernode` in the HyperNode tree (None: no such HyperNode, or no tier)
 
 
 def _json(text: str | None) -> Any:
@@ -348,11 +351,15 @@ def pods_by_job(pods: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
 
 def job_rows(*, jobs: Sequence[Obj], podgroups: Sequence[Obj],
              pods: Sequence[Obj] | Mapping[tuple[str, str], Sequence[Obj]], queues: Sequence[Obj] = (),
-             events: Sequence[Obj] = (), details: int | None = None) -> list[JobRow]:
+             events: Sequence[Obj] = (), details: int | None = None,
+             hypernodes: Sequence[Obj] = ()) -> list[JobRow]:
     """One row per Volcano Job (namespace, name order): its gang's minAvailable against its running and pending
     pods (the Job's status counts, which the job controller keeps), and either why it waits (Pending, Inqueue, or
     Running with pods pending) or where its pods landed — for the first `details` jobs of each phase (all when
-    None; the Jobs page shows no more than that many per phase). `pods` is a list, or already `pods_by_job`."""
+    None; the Jobs page shows no more than that many per phase), with the HyperNode its PodGroup was allocated in
+    (`volcano.sh/job-allocated-hypernode`) and that HyperNode's tier from `hypernodes`. `pods` is a list, or
+    already `pods_by_job`."""
+    tiers = {_name(h): hypernode_tier(h) for h in hypernodes}
     groups: dict[tuple[str, str], Obj] = {}
     for pg in podgroups:
         owner = next((r.get("name") for r in _meta(pg).get("ownerReferences") or () if r.get("kind") == "Job"), None)
@@ -391,8 +398,18 @@ def job_rows(*, jobs: Sequence[Obj], podgroups: Sequence[Obj],
             hypernode = (_meta(pg).get("annotations") or {}).get(HYPERNODE_ANNOTATION, "") if pg else ""
         rows.append(JobRow(ns, name, phase, str(spec.get("queue") or "default"), int(spec.get("minAvailable") or 0),
                            int(status.get("running") or 0), pending, int(status.get("succeeded") or 0),
-                           int(status.get("failed") or 0), why, hypernode, placed))
+                           int(status.get("failed") or 0), why, hypernode, placed, tiers.get(hypernode)))
     return rows
+
+
+def hypernode_tier(hn: Mapping[str, Any]) -> int | None:
+    """A HyperNode's `spec.tier` as an int; None when missing or not a whole number."""
+    tier = (hn.get("spec") or {}).get("tier")
+    if isinstance(tier, bool):
+        return None
+    if isinstance(tier, int):
+        return tier
+    return int(tier) if isinstance(tier, str) and tier.strip().isdigit() else None
 
 
 def _pending(pod: Mapping[str, Any]) -> bool:
@@ -473,3 +490,43 @@ def policy_rows(configmaps: Sequence[Obj], events: Sequence[Obj]) -> tuple[list[
                          int(e.get("count") or 1), str(e.get("lastTimestamp") or e.get("eventTime") or ""))
              for e in recent[:50]]
     return rows, shown
+
+
+@dataclass(frozen=True)
+class PolicyCounter:
+    """One of the webhook's policy counters: a policy, what it did (deny, warn, mutate; audit: the Audit kind),
+    and how many times since the webhook started."""
+
+    policy: str
+    action: str
+    count: int
+
+
+# the webhook's policy counters (`webhooks.policystage.DECISIONS`, `policies.metrics.AUDITS`): name -> action label
+POLICY_METRICS = {"lahar_policy_decisions_total": "action", "lahar_policy_audit_total": "kind"}
+_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>.*)\}\s+(?P<value>\S+)')
+_ESCAPE = re.compile(r"\\(.)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def policy_counters(text: str) -> list[PolicyCounter]:
+    """The policy counters of a Prometheus text exposition (the webhook's `/metrics`), largest first: decisions
+    by policy and action, and Audit results as action `audit/<kind>`. Other metrics, comments and samples that do
+    not parse are skipped; several workers' samples of one series add up."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        m = _SAMPLE.match(line.strip())
+        if m is None or m["name"] not in POLICY_METRICS:
+            continue
+        labels = {k: _ESCAPE.sub(lambda x: "\n" if x[1] == "n" else x[1], v) for k, v in _LABEL.findall(m["labels"])}
+        try:
+            value = float(m["value"])
+        except ValueError:
+            continue
+        if "policy" not in labels or value != value or value <= 0:  # no policy, NaN or nothing counted
+            continue
+        action = labels.get(POLICY_METRICS[m["name"]], "")
+        if m["name"] == "lahar_policy_audit_total":
+            action = f"audit/{action}" if action else "audit"
+        counts[(labels["policy"], action)] += int(value)
+    return [PolicyCounter(p, a, n) for (p, a), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

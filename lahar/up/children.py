@@ -51,7 +51,8 @@ def child_specs(*, python: str, webhook_port: int, certs_dir: Path, flower_port:
     if dashboard_port:
         token = ("--token-file", str(dashboard_token_file)) if dashboard_token_file else ()
         specs.append(ChildSpec("dashboard", (*lahar, "dashboard", "--host", "127.0.0.1", "--port", str(dashboard_port),
-                                             *token)))
+                                             *token, "--webhook-metrics", f"https://127.0.0.1:{webhook_port}/metrics",
+                                             "--webhook-ca", str(certs_dir / "ca.crt"))))
     return specs
 
 

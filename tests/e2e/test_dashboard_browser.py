@@ -1,6 +1,7 @@
 """The dashboard in a real browser: headless Chromium (Debian's `chromium` + `chromium-driver`) driven by Selenium,
 on `lahar up --demo`. The queue tree shows the demo's queues; a job that cannot fit says why; the GPU + RDMA gang
-shows its GPU and VF pairs; the jobs page follows a job to Completed without a reload; no page needs JavaScript.
+shows its GPU and VF pairs; a vGPU pod shows on its card; the Policies page reaches the webhook's counters; the
+jobs page follows a job to Completed without a reload; no page needs JavaScript.
 
 Skips, saying what is missing, without chromium, chromedriver, the selenium wheel or kubectl.
 """
@@ -133,6 +134,31 @@ def test_the_gpu_gang_shows_its_gpu_and_vf_pairs(demo: Up, driver: Any) -> None:
         c.get_attribute("textContent") for c in driver.find_elements(
             By.CSS_SELECTOR, 'li[data-job="default/llm-pretrain"] td.pairs')] or None)
     assert len(pairs) == 2 and all(p.count("GPU ") == 8 and p.count("↔ VF 0000:") == 8 for p in pairs), pairs
+
+
+def test_a_vgpu_pod_shows_on_its_card(demo: Up, driver: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    notebook = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "card-holder", "namespace": "default", "annotations": {"lahar.sh/sim-duration": "10m"}},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{
+            "name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}, "limits": {
+                "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "4096", "volcano.sh/vgpu-cores": "30"}}}]}}
+    _apply(demo, notebook, tmp_path)
+    driver.get(demo.info["dashboard"].split("?")[0] + "nodes")
+    card = _until(driver, "the pod on a T4 card", lambda: next((
+        c.text for c in driver.find_elements(By.CSS_SELECTOR, "tr[data-gpu-node] td.card")
+        if "default/card-holder" in c.text), None))
+    assert "4Gi · 30% cores" in card and "vGPU" in card, card
+
+
+def test_the_policies_page_reaches_the_webhooks_counters(demo: Up, driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(demo.info["dashboard"].split("?")[0] + "policies")
+    text = _until(driver, "the webhook's counters", lambda: (lambda t: t if "The webhook's counters" in t and (
+        "since the webhook started" in t.lower()) else None)(driver.find_element(By.ID, "main").text), 60)
+    assert "Not shown" not in text, text
 
 
 def test_the_jobs_page_follows_a_job_to_completed_without_a_reload(demo: Up, driver: Any, tmp_path: Path) -> None:

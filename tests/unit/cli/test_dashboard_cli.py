@@ -45,3 +45,12 @@ def test_a_port_in_use_is_a_usage_error_naming_the_flag(tmp_path: Path) -> None:
         port = busy.getsockname()[1]
         out = CliRunner().invoke(app, ["dashboard", "--kubeconfig", str(kubeconfig), "--port", str(port)])
     assert out.exit_code == 2 and "--port" in out.output and "cannot listen" in out.output
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/metrics", "127.0.0.1:9443/metrics", ""],
+                         ids=["other-scheme", "no-scheme", "empty"])
+def test_a_webhook_metrics_address_that_is_no_url_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    out = CliRunner().invoke(app, ["dashboard", "--kubeconfig", str(tmp_path / "missing"), "--port", "0",
+                                   "--webhook-metrics", url])
+    assert out.exit_code == 2 and "--webhook-metrics" in out.output and "is no http(s) address" in out.output
+    assert "Traceback" not in out.output

@@ -256,6 +256,7 @@ def test_the_dashboard_child_is_last_and_only_with_a_port(tmp_path: Path) -> Non
     specs = ups.child_specs(python="py", webhook_port=9443, certs_dir=Path("c"), flower_port=5555, dashboard_port=8470,
                             dashboard_token_file=tmp_path / "dashboard-token")
     assert specs[-1].name == "dashboard" and specs[-1].argv[3:] == (
-        "dashboard", "--host", "127.0.0.1", "--port", "8470", "--token-file", str(tmp_path / "dashboard-token"))
+        "dashboard", "--host", "127.0.0.1", "--port", "8470", "--token-file", str(tmp_path / "dashboard-token"),
+        "--webhook-metrics", "https://127.0.0.1:9443/metrics", "--webhook-ca", str(Path("c") / "ca.crt"))
     assert "dashboard" not in [s.name for s in ups.child_specs(python="py", webhook_port=1, certs_dir=Path("c"),
                                                                flower_port=2)]
