@@ -19,6 +19,7 @@ from lahar.scheduler.plugins.cdp import CooldownProtection
 from lahar.scheduler.plugins.conformance import Conformance
 from lahar.scheduler.plugins.deviceshare import DeviceShare
 from lahar.scheduler.plugins.drf import Drf
+from lahar.scheduler.plugins.extender import Extender
 from lahar.scheduler.plugins.gang import Gang
 from lahar.scheduler.plugins.networktopology import NetworkTopologyAware
 from lahar.scheduler.plugins.nodegroup import NodeGroup
@@ -73,4 +74,5 @@ def in_tree_registry() -> Registry:
             .add_plugin("resourcequota", ResourceQuota)
             .add_plugin("task-topology", TaskTopology)
             .add_plugin("usage", Usage)
-            .add_plugin("rescheduling", Rescheduling))
+            .add_plugin("rescheduling", Rescheduling)
+            .add_plugin("extender", Extender))

@@ -294,13 +294,16 @@ class Usage:
         return self._filter
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
-        """`node_score` over the candidates, numpy over the node rows; unmeasured nodes score 0."""
+        """`node_score` over the candidates, numpy over the node rows; unmeasured nodes score 0 (all of them when no
+        candidate is measured: then the shadow estimates are not gathered at all)."""
+        c = candidates
+        if not self._fresh[c].any():
+            return np.zeros(len(c))
         est_cpu, est_mem = np.zeros(len(self._names)), np.zeros(len(self._names))
         for name, v in self.shadow.cpu.items():
             est_cpu[self._rows[name]] = v
         for name, v in self.shadow.memory.items():
             est_mem[self._rows[name]] = v
-        c = candidates
         cpu = _composite_v(self._real[c, 0], est_cpu[c], self._cap[c, 0])
         mem = _composite_v(self._real[c, 1], est_mem[c], self._cap[c, 1])
         total = self.cpu_weight + self.memory_weight
