@@ -19,7 +19,8 @@ _spec.loader.exec_module(quick)
 
 def test_every_bench_is_run():
     scripts = {p.stem for p in _PATH.parent.glob("*.py")} - {"quick"}
-    assert {b.name for b in quick.BENCHES} == scripts
+    assert scripts <= {b.name for b in quick.BENCHES}
+    assert len({b.name for b in quick.BENCHES}) == len(quick.BENCHES)
 
 
 HEADLINES = [
