@@ -3,7 +3,7 @@
     .venv/bin/python bench/quick.py                 # what `make bench` runs (about 10 minutes on 2 cores)
     .venv/bin/python bench/quick.py --only e2e,admission --no-record
 
-Each bench runs as its own process with its quick size (its `--quick` where it has one); the headline is picked
+Each bench runs as its own process with its quick size (its `--quick`, or small sizes where it has none); the headline is picked
 from its output and printed beside the bench's target, then written to the "## quick runs" table of RESULTS.md
 (date, bench, headline measure, target). A bench that fails, times out or lacks what it needs gets a row saying so.
 Quick sizes are for trends and regressions, not for the full-size figures further up in RESULTS.md.
@@ -40,30 +40,29 @@ class Bench:
 
 
 BENCHES = (
-    Bench("admission", ("--duration", "1", "--rate", "500", "--policies", "20", "--policy-rate", "250",
-                        "--workers", "0"),
+    Bench("admission", ("--quick",),
           "every path ≥ 90 % of bare; 20 policies: p99 at 250/s within 2 ms of none",
           pattern=r"of bare|p99 difference"),
-    Bench("admission_burst", ("--pods", "500"), "0 timeouts, 0 failed, p99 ≤ 1000 ms", pattern=r"webhook up"),
+    Bench("admission_burst", ("--quick",), "0 timeouts, 0 failed, p99 ≤ 1000 ms", pattern=r"webhook up"),
     Bench("all_plugins", ("--nodes", "200", "--pods", "2000", "--repeat", "1"),
           "every plugin on: session within the printed ratio of the default conf", pattern=r"ratio all/default"),
-    Bench("controllers", ("--jobs", "50", "--timeout", "180"), "≥ 100 reconciles/s, ≤ 3 Job reconciles per job",
+    Bench("controllers", ("--quick",), "≥ 100 reconciles/s, ≤ 3 Job reconciles per job",
           pattern=r"reconciles/s|per job"),
-    Bench("dashboard", ("--nodes", "500", "--pods", "5000", "--repeat", "2"), "pages render in well under 1 s",
+    Bench("dashboard", ("--quick",), "pages render in well under 1 s",
           pattern=r"median"),
-    Bench("dashboard_live", ("--jobs", "10"), "≤ the printed % of a core for one browser",
+    Bench("dashboard_live", ("--quick",), "≤ the printed % of a core for one browser",
           pattern=r"burst:", requires=("chromium", "chromedriver")),
-    Bench("devcluster", ("--pods", "1000"), "no lost or reordered watch events",
+    Bench("devcluster", ("--quick",), "no lost or reordered watch events",
           json_keys=("writes_per_s", "watch_events_per_s", "lost_events", "reordered_events")),
-    Bench("e2e", ("--jobs", "20"), "100 × 8 pods Running ≤ 10 s at full size", pattern=r"target"),
+    Bench("e2e", ("--quick",), "100 × 8 pods Running ≤ 10 s at full size", pattern=r"target"),
     Bench("managed_fields", (), "tracking costs a small share of a write"),
-    Bench("network_topology", ("--nodes", "200", "--gangs", "40", "--pairs", "1"),
+    Bench("network_topology", ("--quick",),
           "topology-aware session near the plain one", pattern=r"gangs"),
-    Bench("policy_stage", ("--rounds", "100"), "20 policies: well under 1 ms CPU/review", pattern=r"policies"),
+    Bench("policy_stage", ("--quick",), "20 policies: well under 1 ms CPU/review", pattern=r"policies"),
     Bench("restart", ("--quick",), "first bind after restart in seconds, not minutes",
           pattern=r"→ first bind"),
     Bench("scheduler", (), "10,000 pods/s at 5,000 nodes × 50,000 pods (full size)", pattern=r"pods/s|session"),
-    Bench("status_writes", ("--pods", "1000", "--steady", "2"), "steady ≤ 5 writes/s, 0 on idle ticks",
+    Bench("status_writes", ("--quick",), "steady ≤ 5 writes/s, 0 on idle ticks",
           pattern=r"^\|"),
     Bench("topology", ("--quick", "--session-nodes", "200"), "topology-aware session ≤ the printed ratio",
           pattern=r"PASS|FAIL"),

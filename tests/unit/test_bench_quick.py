@@ -54,3 +54,10 @@ def test_append_adds_to_an_existing_table_before_the_next_section():
     out = quick.append_rows(md, [("2026-12-03 04:00", "e2e", "7.9 s", "≤ 10 s")])
     assert out.count(quick.SECTION) == 1 and out.count(quick.HEADER) == 1
     assert LINE + "| 2026-12-03 04:00 | `e2e` | 7.9 s | ≤ 10 s |\n\n## later\n\nmore\n" in out
+
+
+@pytest.mark.parametrize("bench", [b for b in quick.BENCHES if "--quick" in b.args], ids=lambda b: b.name)
+def test_quick_flag_exists(bench):
+    path = _PATH.parent / f"{bench.name}.py"
+    if path.exists():
+        assert '"--quick"' in path.read_text()
