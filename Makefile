@@ -34,7 +34,7 @@ test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/devcluster.py
+	$(BIN)/python bench/quick.py
 
 clean:
 	rm -rf $(VENV) .lahar .pytest_cache

@@ -457,7 +457,10 @@ def main() -> int:
     ap.add_argument("--serve-bare", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--cert", help=argparse.SUPPRESS)
     ap.add_argument("--key", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="1 s runs, fixed rate 500/s, no workers section (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"duration": 1.0, "rate": 500.0, "workers": 0})
     if args.serve_bare:
         serve_bare(args.serve_bare, args.cert, args.key, args.http)
         return 0

@@ -110,7 +110,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, default=10_000, help="pods per burst")
     ap.add_argument("--threads", type=int, default=16, help="concurrent request threads")
+    ap.add_argument("--quick", action="store_true", help="500 pods per burst (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"pods": 500})
 
     from lahar.certs import authority
     from lahar.devcluster.admission import WebhookAdmission

@@ -123,7 +123,10 @@ def main() -> int:
     ap.add_argument("--namespaces", type=int, default=1, help="spread the jobs over this many namespaces")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs) afterwards")
+    ap.add_argument("--quick", action="store_true", help="50 jobs (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"jobs": 50, "timeout": 180.0})
 
     workdir = Path(tempfile.mkdtemp(prefix="lahar-bench-controllers-"))
     api_port, redis_port = _free_port(), _free_port()

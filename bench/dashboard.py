@@ -88,7 +88,10 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--pods", type=int, default=50000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="500 nodes, 5,000 pods, 2 repeats (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"nodes": 500, "pods": 5000, "repeat": 2})
     objs = cluster(args.nodes, args.pods)
     print(f"cluster: {len(objs['nodes'])} nodes, {len(objs['pods'])} pods, {len(objs['jobs'])} jobs, "
           f"{len(objs['events'])} events; target: each page rendered in <= {TARGET_MS:.0f} ms")

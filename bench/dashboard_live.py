@@ -68,7 +68,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--quick", action="store_true", help="10 jobs (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"jobs": 10})
     from selenium import webdriver
 
     with tempfile.TemporaryDirectory(prefix="lahar-live-") as tmp:

@@ -62,7 +62,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, default=10_000)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--quick", action="store_true", help="1,000 pods (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"pods": 1000})
 
     data_dir = Path(tempfile.mkdtemp(prefix="lahar-bench-"))
     port = _free_port()

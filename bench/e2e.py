@@ -147,7 +147,10 @@ def main() -> int:  # noqa: PLR0915 - one linear scenario
     ap.add_argument("--concurrency", type=int, default=2, help="lahar up --concurrency")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--keep", action="store_true", help="keep the data dir (logs) afterwards")
+    ap.add_argument("--quick", action="store_true", help="20 jobs (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"jobs": 20})
     if shutil.which("kubectl") is None or shutil.which("redis-server") is None:
         raise SystemExit("needs kubectl and redis-server on the PATH")
 

@@ -123,7 +123,10 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--gangs", type=int, default=200)
     ap.add_argument("--pairs", type=int, default=3, help="interleaved off/on pairs after a cold one")
+    ap.add_argument("--quick", action="store_true", help="200 nodes, 40 gangs, 1 pair (what `make bench` runs)")
     a = ap.parse_args()
+    if a.quick:
+        vars(a).update({"nodes": 200, "gangs": 40, "pairs": 1})
     nodes, hns = cluster(a.nodes)
     pgs, pods = gangs(a.gangs)
     session(nodes, hns, pgs, pods, True)  # cold: imports, caches

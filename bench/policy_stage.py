@@ -78,7 +78,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--policies", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--quick", action="store_true", help="100 rounds (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"rounds": 100})
 
     from lahar.webhooks import policystage, review
 

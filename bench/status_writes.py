@@ -238,7 +238,10 @@ def main() -> None:
     ap.add_argument("--period", type=float, default=1.0, help="schedulePeriod, seconds")
     ap.add_argument("--runner", action="store_true", help="sessions as `lahar scheduler` ticks them")
     ap.add_argument("--devcluster", action="store_true", help="against `lahar devcluster` over HTTPS")
+    ap.add_argument("--quick", action="store_true", help="1,000 pods, 2 steady sessions (what `make bench` runs)")
     args = ap.parse_args()
+    if args.quick:
+        vars(args).update({"pods": 1000, "steady": 2})
     if args.devcluster:
         with devcluster(args.nodes) as rest:
             t0 = time.perf_counter()

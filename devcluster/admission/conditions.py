@@ -1,5 +1,6 @@
-"""CEL matchConditions of admission webhooks: `match_conditions` evaluates a webhook's conditions over the request
-with cel-python (`celpy`), compiled programs cached, each expression given only the variables it names (`to_cel`).
+"""CEL matchConditions of admission webhooks: `match_conditions` evaluates a webhook's conditions over the request,
+the common shapes natively (`cel_shapes`), the rest with cel-python (`celpy`), compiled programs cached, each
+expression given only the variables it names (`to_cel`).
 
 Part of `devcluster.admission`, over `matching.AdmissionCall`; called by `chain.WebhookAdmission`.
 """
@@ -11,6 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lahar.devcluster.admission.cel_shapes import Fallback, Shape, compile_shape
 from lahar.devcluster.admission.matching import AdmissionCall, Obj
 from lahar.kube import errors
 
@@ -30,7 +32,7 @@ class _Cel:
     """Compiled-program cache over cel-python (`celpy`); each expression gets only the variables it names."""
 
     def __init__(self) -> None:
-        self._programs: dict[str, tuple[Any, frozenset[str]]] = {}
+        self._programs: dict[str, tuple[Any, frozenset[str], Shape | None]] = {}
         self._lock = threading.Lock()
         try:
             import celpy  # noqa: PLC0415 — optional at import time, required only when a webhook uses CEL
@@ -39,19 +41,33 @@ class _Cel:
         else:
             self._celpy = celpy
 
-    def evaluate(self, expression: str, activation: Mapping[str, Any | Callable[[], Any]]) -> Any:
-        if self._celpy is None:
-            raise CelUnavailable(f"CEL is not available to evaluate {expression!r}: install cel-python")
-        celpy = self._celpy
+    def _compile(self, expression: str) -> tuple[Any, frozenset[str], Shape | None]:
+        """(celpy program or None without celpy, the names it reads, the native shape or None); cached."""
         with self._lock:
             entry = self._programs.get(expression)
             if entry is None:
-                env = celpy.Environment()
+                program = None
+                if self._celpy is not None:
+                    env = self._celpy.Environment()
+                    program = env.program(env.compile(expression))  # a syntax error raises here, before any shape
                 # a CEL expression can only reach a variable by writing its name (an identifier in a string literal
                 # just adds an unused variable): the others need no conversion
-                entry = (env.program(env.compile(expression)), frozenset(_IDENTIFIER.findall(expression)))
+                entry = (program, frozenset(_IDENTIFIER.findall(expression)), compile_shape(expression))
                 self._programs[expression] = entry
-        program, names = entry
+        return entry
+
+    def evaluate(self, expression: str, activation: Mapping[str, Any | Callable[[], Any]]) -> Any:
+        entry = self._programs.get(expression)
+        if entry is None:
+            entry = self._compile(expression)
+        program, names, shape = entry
+        if shape is not None:
+            try:
+                return shape(activation)
+            except Fallback:
+                pass  # a case only CEL can answer (a missing field, another type): ask it
+        if program is None:
+            raise CelUnavailable(f"CEL is not available to evaluate {expression!r}: install cel-python")
         result = program.evaluate({k: to_cel(v() if callable(v) else v) for k, v in activation.items() if k in names})
         if isinstance(result, Exception):
             raise result

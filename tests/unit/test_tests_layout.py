@@ -11,7 +11,8 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 UNIT = TESTS / "unit"
 PACKAGES = {"certs", "cli", "controllers", "deploy", "devcluster", "kube", "policies", "scheduler", "webhooks"}
-REPOSITORY_WIDE = {"test_docs.py", "test_layers.py", "test_peers_build.py", "test_bench_versus.py", "test_tests_layout.py"}
+REPOSITORY_WIDE = {"test_docs.py", "test_layers.py", "test_peers_build.py", "test_bench_versus.py", "test_bench_quick.py",
+                    "test_tests_layout.py"}
 
 
 def _sources() -> list[Path]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lahar.policies.admission import AdmissionConfig
 from lahar.webhooks import metrics as metrics_mod
 from lahar.webhooks import review, routes
 from lahar.webhooks.app import Admission, create_app, get_admission
@@ -417,3 +418,55 @@ def test_app_factory_is_refused_without_workers_to_import_it(tmp_path):
                                    "--app-factory", "tests.integration.webhook_faults:stalling_app"])
     assert res.exit_code == 2, res.output
     assert "--app-factory" in res.output and "only with --workers 2 or more" in res.output
+
+
+# -- the front door: reviews skip the router and the middleware stack ---------------------------------------------------
+
+
+def _counting_router(app) -> list[str]:
+    seen: list[str] = []
+    inner = app.router.middleware_stack
+
+    async def counting(scope, receive, send):
+        seen.append(scope["path"])
+        await inner(scope, receive, send)
+    app.router.middleware_stack = counting
+    return seen
+
+
+@pytest.mark.parametrize(("method", "path", "routed"), [
+    pytest.param("POST", "/pods/mutate", False, id="review-front-door"),
+    pytest.param("POST", "/nope/validate", True, id="unknown-path-routed-404"),
+    pytest.param("GET", "/pods/mutate", True, id="get-routed-405"),
+    pytest.param("GET", "/healthz", True, id="healthz-routed"),
+])
+def test_reviews_skip_the_router(method, path, routed):
+    app = create_app(lookups=StaticLookups(), config=AdmissionConfig())
+    seen = _counting_router(app)
+    client = TestClient(app)
+    r = client.request(method, path, json=body(pod(), resource="pods") if method == "POST" else None)
+    assert (seen == [path]) is routed
+    if path == "/pods/mutate" and method == "POST":
+        assert r.status_code == 200 and r.json()["response"]["allowed"] is True
+
+
+def test_front_door_answers_a_crash_with_a_status():
+    app = create_app(lookups=StaticLookups(), config=AdmissionConfig())
+
+    async def failing(request):  # the endpoint itself fails (its handlers' errors are denials already)
+        raise RuntimeError("boom")
+    app.review = failing
+    r = TestClient(app, raise_server_exceptions=False).post("/jobs/validate", json=body(job()))
+    assert r.status_code == 500 and r.json()["reason"] == "InternalError"
+
+
+def test_front_door_steps_aside_for_middleware():
+    app = create_app(lookups=StaticLookups(), config=AdmissionConfig())
+    calls = []
+
+    @app.middleware("http")
+    async def count(request, call_next):
+        calls.append(request.url.path)
+        return await call_next(request)
+    r = TestClient(app).post("/pods/mutate", json=body(pod(), resource="pods"))
+    assert r.status_code == 200 and calls == ["/pods/mutate"]
