@@ -1,6 +1,7 @@
 """predicates: which nodes a pod may run on — the kube-scheduler filters Volcano wraps (spec §5.4): max pods,
 unschedulable nodes, node selector and required node affinity, taints and tolerations, host ports, inter-pod
-affinity and anti-affinity, pod topology spread (DoNotSchedule).
+affinity and anti-affinity, pod topology spread (DoNotSchedule), and the volume filters VolumeBinding,
+VolumeZone and NodeVolumeLimits (`_volumes`; binding at commit through `Decisions.volumes`).
 
 Static checks (node labels, taints) are computed once per pod "signature" (node selector, required affinity,
 tolerations) as boolean masks over all nodes, vectorised per label key with numpy, and cached for the session.
@@ -20,8 +21,8 @@ import numpy as np
 from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import Task
-from lahar.scheduler.plugins import _affinity, _ports, _spread
+from lahar.scheduler.framework.snapshot import Task, TaskStatus
+from lahar.scheduler.plugins import _affinity, _ports, _spread, _volumes
 from lahar.scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
 from lahar.scheduler.plugins._shared.nodematch import (
     NODE_AFFINITY_MISMATCH,
@@ -69,6 +70,16 @@ def arg_bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
 Check = tuple[np.ndarray, Any, bool]  # (failing mask, reason text or per-node object array, unresolvable)
 
 
+def _csi_limits(csinode: Mapping[str, Any]) -> dict[str, int]:
+    """A CSINode's per-driver attach limits (spec.drivers[].allocatable.count); drivers without one: no limit."""
+    out: dict[str, int] = {}
+    for d in (csinode.get("spec") or {}).get("drivers") or ():
+        count = ((d or {}).get("allocatable") or {}).get("count")
+        if d.get("name") and isinstance(count, int) and not isinstance(count, bool):
+            out[str(d["name"])] = count
+    return out
+
+
 class Predicates:
     name = "predicates"
 
@@ -79,6 +90,13 @@ class Predicates:
         self.taint_toleration = arg_bool(args, "predicate.TaintTolerationEnable", True)
         self.pod_affinity = arg_bool(args, "predicate.PodAffinityEnable", True)
         self.topology_spread = arg_bool(args, "predicate.PodTopologySpreadEnable", True)
+        self.volumes = arg_bool(args, "predicate.VolumeBindingEnable", True)
+        self._claims: dict[str, Any] = {}
+        self._pvs: dict[str, Any] = {}
+        self._classes: dict[str, Any] = {}
+        self._csi_limits: dict[str, dict[str, int]] = {}
+        self._taken: dict[str, str] = {}  # static PV → "ns/claim" assumed this session
+        self._volume_actions: dict[str, list[_volumes.VolumeAction]] = {}  # task uid → actions (allocated now)
         self.ssn: Session | None = None
         self.view: PodView | None = None
         self._static: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None]] = {}
@@ -87,15 +105,81 @@ class Predicates:
         self.ssn = ssn
         self.view = view_of(ssn, self)
         self._static.clear()
+        extras = ssn.snapshot.extras
+        self._claims = dict(extras.get("persistentvolumeclaims") or {})
+        self._pvs = dict(extras.get("persistentvolumes") or {})
+        self._classes = dict(extras.get("storageclasses") or {})
+        self._csi_limits = {name: _csi_limits(o) for name, o in (extras.get("csinodes") or {}).items()}
+        self._taken = {}
+        self._volume_actions = {}
 
     # the session's events keep the pod view current (only its owner forwards them, so each counts once)
     def on_allocate(self, task: Task) -> None:
         if self.view is not None and self.view.owner is self:
             self.view.on_allocate(task)
+        if self.volumes and task.node >= 0 and task.status is not TaskStatus.PIPELINED \
+                and _volumes.pod_claims(task.pod):
+            assert self.ssn is not None
+            got, actions = self._pod_volumes(task, self.ssn.nodes[task.node])
+            if got.ok and actions:
+                self._volume_actions[task.uid] = actions
+                for a in actions:
+                    if a.kind == "bind":
+                        self._taken[a.volume] = f"{a.namespace}/{a.claim}"
 
     def on_deallocate(self, task: Task) -> None:
         if self.view is not None and self.view.owner is self:
             self.view.on_deallocate(task)
+        for a in self._volume_actions.pop(task.uid, ()):
+            if a.kind == "bind":
+                self._taken.pop(a.volume, None)
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Hand the volume actions of the tasks bound this session to commit (`Decisions.volumes`)."""
+        bound = {b.uid for b in ssn.decisions.binds}
+        for uid, actions in self._volume_actions.items():
+            if uid in bound:
+                ssn.decisions.volumes[uid] = [
+                    {"namespace": a.namespace, "claim": a.claim, "kind": a.kind, "volume": a.volume, "node": a.node}
+                    for a in actions]
+
+    def _attached(self, node: Any) -> dict[str, set[str]]:
+        """Per CSI driver, the claims of the pods on `node` (NodeVolumeLimits counts distinct claims)."""
+        out: dict[str, set[str]] = {}
+        for t in (*node.tasks.values(), *node.others):
+            for name in _volumes.pod_claims(t.pod):
+                claim = self._claims.get(f"{t.namespace}/{name}")
+                if claim is None:
+                    continue
+                volume = (claim.get("spec") or {}).get("volumeName")
+                sc = self._classes.get((claim.get("spec") or {}).get("storageClassName") or "")
+                driver = _volumes.csi_driver_of(self._pvs.get(volume) if volume else None, None if volume else sc)
+                if driver:
+                    out.setdefault(driver, set()).add(f"{t.namespace}/{name}")
+        return out
+
+    def _pod_volumes(self, task: Task, node: Any) -> tuple[_volumes.ClaimAnswer, list[_volumes.VolumeAction]]:
+        limits = self._csi_limits.get(node.name)
+        return _volumes.pod_on_node(task.pod, node, claims=self._claims, pvs=self._pvs, classes=self._classes,
+                                    taken=self._taken,
+                                    csi_limits=limits, attached=self._attached(node) if limits else None)
+
+    def _volume_check(self, task: Task) -> Check | None:
+        """VolumeBinding / VolumeZone / NodeVolumeLimits over every node, for a pod with PVC volumes."""
+        if not self.volumes or not _volumes.pod_claims(task.pod):
+            return None
+        assert self.ssn is not None
+        nodes = self.ssn.nodes
+        bad = np.zeros(len(nodes), dtype=bool)
+        reasons = np.full(len(nodes), None, dtype=object)
+        unres = True  # the check is unresolvable when every node it fails on is (a missing claim, a PV elsewhere)
+        for i, node in enumerate(nodes):
+            got, _ = self._pod_volumes(task, node)
+            if not got.ok:
+                bad[i] = True
+                reasons[i] = got.reason
+                unres = unres and got.unresolvable
+        return bad, reasons, unres and bool(bad.any())
 
     def _static_filter(self, prof: PodProfile) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """(feasible, reasons, unresolvable) of the label and taint checks, in kube-scheduler's order:
@@ -149,6 +233,9 @@ class Predicates:
         static_ok, static_reasons, static_unres = self._static_filter(prof)
         room = nodes.pods < nodes.max_pods
         checks = self._dynamic_checks(prof)
+        volume_check = self._volume_check(task)
+        if volume_check is not None:
+            checks.append(volume_check)
         feasible = static_ok & room
         for bad, _, _ in checks:
             feasible = feasible & ~bad
