@@ -149,7 +149,16 @@ def _new_pv(pvc: Obj, sc: Obj, node: Obj | None) -> Obj:
 
 def claim_plan(pvc: Obj, *, classes: Mapping[str, Obj], pvs: Mapping[str, Obj],
                nodes: Mapping[str, Obj]) -> VolumePlan:
-    """The next writes for one claim (see the module docstring); an empty plan when it is Bound or must wait."""
+    """The next writes for one claim (see the module docstring); an empty plan when it is Bound or must wait,
+    except that a claim without a phase gets `Pending` (what kube-apiserver sets on create)."""
+    plan = _claim_plan(pvc, classes=classes, pvs=pvs, nodes=nodes)
+    if plan.claim_status is None and not _status(pvc).get("phase") and not _meta(pvc).get("deletionTimestamp"):
+        plan.claim_status = {"phase": "Pending"}
+    return plan
+
+
+def _claim_plan(pvc: Obj, *, classes: Mapping[str, Obj], pvs: Mapping[str, Obj],
+                nodes: Mapping[str, Obj]) -> VolumePlan:
     if _meta(pvc).get("deletionTimestamp"):
         return VolumePlan(reason="claim is being deleted")
     volume = _spec(pvc).get("volumeName")

@@ -94,6 +94,13 @@ def test_provisioned_pv_carries_node_and_zone_affinity() -> None:
     assert plan.create_pv["spec"]["claimRef"]["uid"] == "u-data"
 
 
+def test_a_new_claim_gets_phase_pending() -> None:
+    claim = pvc()
+    del claim["status"]
+    plan = vols.claim_plan(claim, classes=names(sc()), pvs={}, nodes=NODES)
+    assert plan.claim_status == {"phase": "Pending"} and plan.pv_patch is None
+
+
 def test_storage_kinds_are_served() -> None:
     plurals = {(rt.group, rt.plural) for rt in resources.core()}
     assert {("", "persistentvolumeclaims"), ("", "persistentvolumes"), ("storage.k8s.io", "storageclasses"),
