@@ -155,8 +155,9 @@ def _topology_ok(sc: Obj, node: Any) -> bool:
 
 
 def claim_on_node(claim: Obj | None, node: Any, *, name: str, namespace: str, pvs: Mapping[str, Obj],
-                  classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None) -> ClaimAnswer:
-    """One claim on one node, as kube-scheduler's VolumeBinding (+ VolumeZone) filter decides it.
+                  classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None,
+                  zones: bool = True) -> ClaimAnswer:
+    """One claim on one node, as kube-scheduler's VolumeBinding (+ VolumeZone unless `zones` is off) decides it.
 
     `taken`: PV name → "namespace/claim" of static PVs assumed by other claims earlier in this session."""
     if claim is None:
@@ -172,7 +173,7 @@ def claim_on_node(claim: Obj | None, node: Any, *, name: str, namespace: str, pv
             return ClaimAnswer(False, "pvc(s) bound to non-existent pv(s)", True)
         if not pv_matches_node(pv, node):
             return ClaimAnswer(False, NODE_CONFLICT, True)
-        if not _zone_ok(pv, node):
+        if zones and not _zone_ok(pv, node):
             return ClaimAnswer(False, ZONE_CONFLICT, True)
         return ClaimAnswer(True, driver=csi_driver_of(pv, None))
     if sc is None:
@@ -186,7 +187,7 @@ def claim_on_node(claim: Obj | None, node: Any, *, name: str, namespace: str, pv
                         key=lambda pv: (quantity.parse((_spec(pv).get("capacity") or {}).get("storage")),
                                         _meta(pv).get("name", "")))
     for pv in candidates:  # the smallest PV that fits, as the PV controller's FindMatchingVolume
-        if pv_matches_node(pv, node) and _zone_ok(pv, node):
+        if pv_matches_node(pv, node) and (not zones or _zone_ok(pv, node)):
             pv_name = str(_meta(pv).get("name"))
             return ClaimAnswer(True, action=VolumeAction(namespace, name, "bind", pv_name, node.name),
                                driver=csi_driver_of(pv, None))
@@ -199,7 +200,8 @@ def claim_on_node(claim: Obj | None, node: Any, *, name: str, namespace: str, pv
 def pod_on_node(pod: Obj, node: Any, *, claims: Mapping[str, Obj], pvs: Mapping[str, Obj],
                 classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None,
                 csi_limits: Mapping[str, int] | None = None,
-                attached: Mapping[str, set[str]] | None = None) -> tuple[ClaimAnswer, list[VolumeAction]]:
+                attached: Mapping[str, set[str]] | None = None,
+                zones: bool = True) -> tuple[ClaimAnswer, list[VolumeAction]]:
     """Every claim of `pod` on `node` (the first failure answers), then NodeVolumeLimits: per CSI driver, the
     distinct claims already attached on the node (`attached`: driver → claim keys) plus the pod's new ones must
     not exceed the node's CSINode `allocatable.count` (`csi_limits`: driver → count; absent = no limit)."""
@@ -208,7 +210,7 @@ def pod_on_node(pod: Obj, node: Any, *, claims: Mapping[str, Obj], pvs: Mapping[
     new_by_driver: dict[str, set[str]] = {}
     for name in pod_claims(pod):
         got = claim_on_node(claims.get(f"{ns}/{name}"), node, name=name, namespace=ns, pvs=pvs, classes=classes,
-                            taken=taken)
+                            taken=taken, zones=zones)
         if not got.ok:
             return got, []
         if got.action is not None:

@@ -91,6 +91,8 @@ class Predicates:
         self.pod_affinity = arg_bool(args, "predicate.PodAffinityEnable", True)
         self.topology_spread = arg_bool(args, "predicate.PodTopologySpreadEnable", True)
         self.volumes = arg_bool(args, "predicate.VolumeBindingEnable", True)
+        self.volume_zone = arg_bool(args, "predicate.VolumeZoneEnable", True)
+        self.volume_limits = arg_bool(args, "predicate.NodeVolumeLimitsEnable", True)
         self._claims: dict[str, Any] = {}
         self._pvs: dict[str, Any] = {}
         self._classes: dict[str, Any] = {}
@@ -159,9 +161,9 @@ class Predicates:
         return out
 
     def _pod_volumes(self, task: Task, node: Any) -> tuple[_volumes.ClaimAnswer, list[_volumes.VolumeAction]]:
-        limits = self._csi_limits.get(node.name)
+        limits = self._csi_limits.get(node.name) if self.volume_limits else None
         return _volumes.pod_on_node(task.pod, node, claims=self._claims, pvs=self._pvs, classes=self._classes,
-                                    taken=self._taken,
+                                    taken=self._taken, zones=self.volume_zone,
                                     csi_limits=limits, attached=self._attached(node) if limits else None)
 
     def _volume_check(self, task: Task) -> Check | None:

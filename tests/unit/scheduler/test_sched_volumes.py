@@ -118,6 +118,13 @@ def test_claim_on_node(claim, pvs, classes, taken, want) -> None:
         == want
 
 
+def test_volume_zone_can_be_switched_off() -> None:
+    claim = pvc("data", volume="pv1")
+    pvs = by_name(pv("pv1", zone="z2", claim="data"))
+    assert not vol.claim_on_node(claim, snode(), name="data", namespace=NS, pvs=pvs, classes={}).ok
+    assert vol.claim_on_node(claim, snode(), name="data", namespace=NS, pvs=pvs, classes={}, zones=False).ok
+
+
 LIMIT_CASES = [
     ("under-limit", {"csi.x": 2}, {"csi.x": {"c1/old"}}, True),
     ("at-limit", {"csi.x": 1}, {"csi.x": {"c1/old"}}, False),
@@ -148,9 +155,14 @@ def test_pod_claims_dedups_and_skips_other_volumes() -> None:
 
 # --- a session over the in-memory cluster -----------------------------------------------------------------------
 
-CONF = yaml.safe_dump({"actions": "enqueue, allocate", "tiers": [
-    {"plugins": [{"name": "gang"}, {"name": "priority"}]},
-    {"plugins": [{"name": "proportion"}, {"name": "predicates"}, {"name": "nodeorder"}]}]})
+def _conf(**predicate_args: Any) -> str:
+    predicates: dict[str, Any] = {"name": "predicates", **({"arguments": predicate_args} if predicate_args else {})}
+    return yaml.safe_dump({"actions": "enqueue, allocate", "tiers": [
+        {"plugins": [{"name": "gang"}, {"name": "priority"}]},
+        {"plugins": [{"name": "proportion"}, predicates, {"name": "nodeorder"}]}]})
+
+
+CONF = _conf()
 
 
 def _cluster(classes: list[dict[str, Any]], pvs: list[dict[str, Any]], claims: list[str]) -> MemoryClient:
@@ -179,9 +191,9 @@ def _cluster(classes: list[dict[str, Any]], pvs: list[dict[str, Any]], claims: l
     return c
 
 
-def _session(c: MemoryClient) -> Any:
+def _session(c: MemoryClient, conf_text: str = CONF) -> Any:
     reg = in_tree_registry()
-    conf = confs.load(CONF, actions=reg.action_names, plugins=reg.plugin_names)
+    conf = confs.load(conf_text, actions=reg.action_names, plugins=reg.plugin_names)
     return run_once(c, conf, registry=reg)
 
 
@@ -236,3 +248,9 @@ def test_pod_with_a_missing_claim_is_unschedulable_with_the_claim_named() -> Non
     events = c.list(c.registry.get("", "v1", "events"), namespace=NS)["items"]
     assert any('persistentvolumeclaim "data-1" not found' in (e.get("message") or "") for e in events), \
         [e.get("message") for e in events]
+
+
+def test_volume_binding_switched_off_ignores_claims() -> None:
+    c = _cluster([sc("local")], [], ["data-0"])  # data-1 missing, but nobody looks
+    decisions, result = _session(c, _conf(**{"predicate.VolumeBindingEnable": False}))
+    assert sorted(result.bound) == ["c1/w0", "c1/w1"] and not decisions.volumes
