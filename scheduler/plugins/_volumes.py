@@ -23,14 +23,20 @@ __all__ = [
     "NO_PROVISIONER",
     "SELECTED_NODE_ANNOTATION",
     "VOLUME_COUNT_EXCEEDED",
+    "ZONE_LABELS",
     "ZONE_CONFLICT",
     "ClaimAnswer",
+    "ClaimState",
+    "PVIndex",
     "VolumeAction",
     "claim_on_node",
+    "claim_state",
     "csi_driver_of",
     "pod_claims",
     "pod_on_node",
     "pv_matches_node",
+    "topology_ok",
+    "zone_ok",
 ]
 
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
@@ -40,7 +46,7 @@ NODE_CONFLICT = "node(s) had volume node affinity conflict"
 ZONE_CONFLICT = "node(s) had no available volume zone"
 IMMEDIATE_UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
 VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
-_ZONE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+ZONE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                 "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region")
 
 Obj = Mapping[str, Any]
@@ -85,9 +91,9 @@ def pod_claims(pod: Obj) -> list[str]:
     return out
 
 
-def _zone_ok(pv: Obj, node: Any) -> bool:
+def zone_ok(pv: Obj, node: Any) -> bool:
     """VolumeZone: each zone/region label on the PV (a `__`-joined set) must hold the node's value of that label."""
-    for key in _ZONE_LABELS:
+    for key in ZONE_LABELS:
         want = (_meta(pv).get("labels") or {}).get(key)
         if want is None:
             continue
@@ -142,7 +148,7 @@ def _static_candidate(pv: Obj, claim: Obj, sc_name: str) -> bool:
     return set(_spec(claim).get("accessModes") or ()) <= modes
 
 
-def _topology_ok(sc: Obj, node: Any) -> bool:
+def topology_ok(sc: Obj, node: Any) -> bool:
     """A StorageClass's allowedTopologies (terms ORed, label values per key) admit the node; none: every node."""
     terms = sc.get("allowedTopologies") or []
     if not terms:
@@ -154,54 +160,116 @@ def _topology_ok(sc: Obj, node: Any) -> bool:
     return False
 
 
-def claim_on_node(claim: Obj | None, node: Any, *, name: str, namespace: str, pvs: Mapping[str, Obj],
-                  classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None,
-                  zones: bool = True) -> ClaimAnswer:
-    """One claim on one node, as kube-scheduler's VolumeBinding (+ VolumeZone unless `zones` is off) decides it.
+class PVIndex:
+    """The PVs of a session arranged for claim matching: free PVs (no claimRef, not released) by class, PVs
+    pre-bound by claimRef by claim, and a memo of the sorted candidates per (class, request, access modes)."""
+
+    def __init__(self, pvs: Mapping[str, Obj]) -> None:
+        self.free: dict[str, list[tuple[Any, frozenset[str], str, Obj]]] = {}
+        self.by_ref: dict[str, list[Obj]] = {}
+        self.memo: dict[tuple[str, str, frozenset[str]], tuple[Obj, ...]] = {}
+        for pv in pvs.values():
+            spec = _spec(pv)
+            if _meta(pv).get("deletionTimestamp") or (pv.get("status") or {}).get("phase") in ("Released", "Failed"):
+                continue
+            ref = spec.get("claimRef") or {}
+            if ref:
+                self.by_ref.setdefault(f"{ref.get('namespace')}/{ref.get('name')}", []).append(pv)
+                continue
+            try:
+                cap = quantity.parse((spec.get("capacity") or {}).get("storage"))
+            except (ValueError, TypeError):
+                continue
+            self.free.setdefault(spec.get("storageClassName") or "", []).append(
+                (cap, frozenset(spec.get("accessModes") or ()), str(_meta(pv).get("name", "")), pv))
+
+    def candidates(self, claim: Obj, sc_name: str) -> tuple[Obj, ...]:
+        """Free PVs of the class that fit the claim, smallest first (the PV controller's FindMatchingVolume order),
+        after the PVs whose claimRef already names the claim."""
+        want = _request(claim)
+        modes = frozenset(_spec(claim).get("accessModes") or ())
+        key = (sc_name, str(want), modes)
+        base = self.memo.get(key)
+        if base is None:
+            fits = sorted((e for e in self.free.get(sc_name, ()) if not e[0] < want and modes <= e[1]),
+                          key=lambda e: (e[0], e[2]))
+            base = self.memo[key] = tuple(e[3] for e in fits)
+        mine = [pv for pv in self.by_ref.get(f"{_meta(claim).get('namespace')}/{_meta(claim).get('name')}", ())
+                if _static_candidate(pv, claim, sc_name)]
+        return (*mine, *base) if mine else base
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimState:
+    """What of a claim's answer does not depend on the node: a failure everywhere (`reason`), the PV it is bound
+    to, or — delayed binding — the free static PVs of its class (smallest first) and whether its class provisions."""
+
+    reason: str = ""
+    unresolvable: bool = False
+    bound: Obj | None = None
+    candidates: tuple[Obj, ...] = ()
+    provision: Obj | None = None  # the StorageClass, when a new PV may be provisioned for the claim
+
+
+def claim_state(claim: Obj | None, *, name: str, namespace: str, pvs: Mapping[str, Obj],
+                classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None,
+                index: PVIndex | None = None) -> ClaimState:
+    """The node-independent part of VolumeBinding's filter for one claim (`claim_on_node` adds the node's part).
 
     `taken`: PV name → "namespace/claim" of static PVs assumed by other claims earlier in this session."""
     if claim is None:
-        return ClaimAnswer(False, f'persistentvolumeclaim "{name}" not found', True)
+        return ClaimState(f'persistentvolumeclaim "{name}" not found', True)
     if _meta(claim).get("deletionTimestamp"):
-        return ClaimAnswer(False, f'persistentvolumeclaim "{name}" is being deleted', True)
+        return ClaimState(f'persistentvolumeclaim "{name}" is being deleted', True)
     volume = _spec(claim).get("volumeName")
     sc_name = _spec(claim).get("storageClassName") or ""
-    sc = classes.get(sc_name)
     if volume:
         pv = pvs.get(volume)
         if pv is None:
-            return ClaimAnswer(False, "pvc(s) bound to non-existent pv(s)", True)
-        if not pv_matches_node(pv, node):
-            return ClaimAnswer(False, NODE_CONFLICT, True)
-        if zones and not _zone_ok(pv, node):
-            return ClaimAnswer(False, ZONE_CONFLICT, True)
-        return ClaimAnswer(True, driver=csi_driver_of(pv, None))
+            return ClaimState("pvc(s) bound to non-existent pv(s)", True)
+        return ClaimState(bound=pv)
+    sc = classes.get(sc_name)
     if sc is None:
-        return ClaimAnswer(False, f'storageclass.storage.k8s.io "{sc_name}" not found', True)
+        return ClaimState(f'storageclass.storage.k8s.io "{sc_name}" not found', True)
     if sc.get("volumeBindingMode") != "WaitForFirstConsumer":
-        return ClaimAnswer(False, IMMEDIATE_UNBOUND, True)
+        return ClaimState(IMMEDIATE_UNBOUND, True)
     me = f"{namespace}/{name}"
     taken = taken or {}
-    candidates = sorted((pv for pv in pvs.values() if _static_candidate(pv, claim, sc_name)
-                         and taken.get(_meta(pv).get("name", ""), me) == me),
-                        key=lambda pv: (quantity.parse((_spec(pv).get("capacity") or {}).get("storage")),
-                                        _meta(pv).get("name", "")))
-    for pv in candidates:  # the smallest PV that fits, as the PV controller's FindMatchingVolume
-        if pv_matches_node(pv, node) and (not zones or _zone_ok(pv, node)):
+    every = (index if index is not None else PVIndex(pvs)).candidates(claim, sc_name)
+    candidates = [pv for pv in every if taken.get(_meta(pv).get("name", ""), me) == me] if taken else every
+    provisionable = bool(sc.get("provisioner")) and sc.get("provisioner") != NO_PROVISIONER
+    return ClaimState(candidates=tuple(candidates), provision=sc if provisionable else None)
+
+
+def claim_on_node(claim: Obj | None, node: Any, *, name: str, namespace: str, pvs: Mapping[str, Obj],
+                  classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None,
+                  zones: bool = True, index: PVIndex | None = None) -> ClaimAnswer:
+    """One claim on one node, as kube-scheduler's VolumeBinding (+ VolumeZone unless `zones` is off) decides it."""
+    st = claim_state(claim, name=name, namespace=namespace, pvs=pvs, classes=classes, taken=taken, index=index)
+    if st.reason:
+        return ClaimAnswer(False, st.reason, st.unresolvable)
+    if st.bound is not None:
+        if not pv_matches_node(st.bound, node):
+            return ClaimAnswer(False, NODE_CONFLICT, True)
+        if zones and not zone_ok(st.bound, node):
+            return ClaimAnswer(False, ZONE_CONFLICT, True)
+        return ClaimAnswer(True, driver=csi_driver_of(st.bound, None))
+    for pv in st.candidates:
+        if pv_matches_node(pv, node) and (not zones or zone_ok(pv, node)):
             pv_name = str(_meta(pv).get("name"))
             return ClaimAnswer(True, action=VolumeAction(namespace, name, "bind", pv_name, node.name),
                                driver=csi_driver_of(pv, None))
-    if sc.get("provisioner") and sc.get("provisioner") != NO_PROVISIONER and _topology_ok(sc, node):
+    if st.provision is not None and topology_ok(st.provision, node):
         return ClaimAnswer(True, action=VolumeAction(namespace, name, "provision", "", node.name),
-                           driver=csi_driver_of(None, sc))
-    return ClaimAnswer(False, NODE_CONFLICT if candidates else BIND_CONFLICT)
+                           driver=csi_driver_of(None, st.provision))
+    return ClaimAnswer(False, NODE_CONFLICT if st.candidates else BIND_CONFLICT)
 
 
 def pod_on_node(pod: Obj, node: Any, *, claims: Mapping[str, Obj], pvs: Mapping[str, Obj],
                 classes: Mapping[str, Obj], taken: Mapping[str, str] | None = None,
                 csi_limits: Mapping[str, int] | None = None,
                 attached: Mapping[str, set[str]] | None = None,
-                zones: bool = True) -> tuple[ClaimAnswer, list[VolumeAction]]:
+                zones: bool = True, index: PVIndex | None = None) -> tuple[ClaimAnswer, list[VolumeAction]]:
     """Every claim of `pod` on `node` (the first failure answers), then NodeVolumeLimits: per CSI driver, the
     distinct claims already attached on the node (`attached`: driver → claim keys) plus the pod's new ones must
     not exceed the node's CSINode `allocatable.count` (`csi_limits`: driver → count; absent = no limit)."""
@@ -210,7 +278,7 @@ def pod_on_node(pod: Obj, node: Any, *, claims: Mapping[str, Obj], pvs: Mapping[
     new_by_driver: dict[str, set[str]] = {}
     for name in pod_claims(pod):
         got = claim_on_node(claims.get(f"{ns}/{name}"), node, name=name, namespace=ns, pvs=pvs, classes=classes,
-                            taken=taken, zones=zones)
+                            taken=taken, zones=zones, index=index)
         if not got.ok:
             return got, []
         if got.action is not None:
