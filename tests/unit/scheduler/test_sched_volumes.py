@@ -254,3 +254,28 @@ def test_volume_binding_switched_off_ignores_claims() -> None:
     c = _cluster([sc("local")], [], ["data-0"])  # data-1 missing, but nobody looks
     decisions, result = _session(c, _conf(**{"predicate.VolumeBindingEnable": False}))
     assert sorted(result.bound) == ["c1/w0", "c1/w1"] and not decisions.volumes
+
+
+def test_csi_attach_limit_from_csinode_keeps_pods_off_a_full_node() -> None:
+    c = _cluster([sc("local")], [], ["data-0", "data-1"])
+    c.create(c.registry.get("storage.k8s.io", "v1", "csinodes"), {
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n1"},
+        "spec": {"drivers": [{"name": "lahar.sh/local", "nodeID": "n1", "allocatable": {"count": 0}}]}})
+    _, result = _session(c)
+    assert sorted(result.bound) == ["c1/w0", "c1/w1"], result.bind_failures
+    assert {_get(c, "pods", f"w{i}", NS)["spec"]["nodeName"] for i in range(2)} == {"n2"}
+
+
+def test_two_claims_of_one_pod_take_two_static_pvs() -> None:
+    c = _cluster([sc("local", provisioner=vol.NO_PROVISIONER)], [pv("pv-a", host="n1"), pv("pv-b", host="n1"),
+                                                                pv("pv-c", host="n1")], ["data-0", "data-1", "x"])
+    pods_rt = c.registry.get("", "v1", "pods")
+    w0 = _get(c, "pods", "w0", NS)
+    w0["spec"]["volumes"].append({"name": "x", "persistentVolumeClaim": {"claimName": "x"}})
+    c.delete(pods_rt, "w0", namespace=NS)
+    w0["metadata"] = {k: v for k, v in w0["metadata"].items() if k in ("name", "namespace", "annotations")}
+    c.create(pods_rt, w0, namespace=NS)
+    decisions, result = _session(c)
+    assert sorted(result.bound) == ["c1/w0", "c1/w1"], result.bind_failures
+    refs = [_get(c, "persistentvolumes", n)["spec"]["claimRef"]["name"] for n in ("pv-a", "pv-b", "pv-c")]
+    assert sorted(refs) == ["data-0", "data-1", "x"]
