@@ -148,6 +148,8 @@ def core() -> list[ResourceType]:
         _rt("", "v1", "LimitRange", "limitranges", True, ("limits",)),
         _rt("", "v1", "ResourceQuota", "resourcequotas", True, ("quota",), ("status",)),
         _rt("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
+        _rt("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
+        _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),
         _rt("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
         _rt("coordination.k8s.io", "v1", "Lease", "leases", True),
         _rt("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),

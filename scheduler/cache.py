@@ -44,6 +44,11 @@ _OPTIONAL_KINDS = {
     "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),  # network topology (framework/hypernodes)
     "poddisruptionbudgets": ("policy", "v1", "poddisruptionbudgets"),  # gangpreempt / gangreclaim victims
     "resourcequotas": ("", "v1", "resourcequotas"),  # plugins/resourcequota
+    # volume predicates and binding at commit (plugins/predicates, plugins/_volumes)
+    "persistentvolumeclaims": ("", "v1", "persistentvolumeclaims"),
+    "persistentvolumes": ("", "v1", "persistentvolumes"),
+    "storageclasses": ("storage.k8s.io", "v1", "storageclasses"),
+    "csinodes": ("storage.k8s.io", "v1", "csinodes"),
 }
 
 

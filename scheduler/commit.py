@@ -1,5 +1,5 @@
 """Apply one session's `Decisions` to the cluster: evictions, binds (concurrently, through `pods/binding`), PodGroup
-status, `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and each queue's `status.allocated`
+status (a pod's volumes are bound just before it), `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and each queue's `status.allocated`
 with its PodGroup counters. Only what `Session.close` found changed is written (framework/status.py).
 
 The thin I/O shell after `run_session`; a failed bind undoes nothing — the gang's remaining pods are placed by the
@@ -13,7 +13,7 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +22,11 @@ from lahar.kube import errors
 from lahar.kube.client import ClusterClient, Obj
 from lahar.scheduler.framework.session import Decisions
 
-__all__ = ["CommitResult", "apply", "record_event"]
+__all__ = ["CommitResult", "apply", "bind_volumes", "record_event"]
 
 log = logging.getLogger(__name__)
 COMPONENT = "volcano"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"  # the claim to provision for the pod's node
 
 
 @dataclass
@@ -82,6 +83,26 @@ def record_event(client: ClusterClient, involved: Obj, type_: str, reason: str, 
         return False
 
 
+def bind_volumes(client: ClusterClient, actions: Iterable[Mapping[str, str]]) -> None:
+    """kube-scheduler's BindPodVolumes, before the pod's bind: a chosen static PV gets its claimRef (the PV
+    controller, or devcluster's provisioner, then binds the claim); a claim to provision gets
+    `volume.kubernetes.io/selected-node`. An API error raises, so the pod is not bound (the next session retries)."""
+    pv_rt = client.registry.get("", "v1", "persistentvolumes")
+    pvc_rt = client.registry.get("", "v1", "persistentvolumeclaims")
+    for a in actions:
+        if a["kind"] == "bind" and pv_rt is not None:
+            claim = client.get(pvc_rt, a["claim"], namespace=a["namespace"]) if pvc_rt is not None else {}
+            ref = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": a["namespace"],
+                   "name": a["claim"]}
+            uid = (claim.get("metadata") or {}).get("uid")
+            if uid:
+                ref["uid"] = uid
+            client.patch(pv_rt, a["volume"], {"spec": {"claimRef": ref}})
+        elif a["kind"] == "provision" and pvc_rt is not None:
+            client.patch(pvc_rt, a["claim"], {"metadata": {"annotations": {SELECTED_NODE: a["node"]}}},
+                         namespace=a["namespace"])
+
+
 def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, events: bool = True,
           evict_grace_seconds: int | None = None, now: Callable[[], str] = _now) -> CommitResult:
     """Write the decisions; API errors are collected in the result, never raised. Evicted pods are deleted with
@@ -115,6 +136,7 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
         key = f"{b.namespace}/{b.name}"
         t0 = time.perf_counter()
         try:
+            bind_volumes(client, decisions.volumes.get(b.uid) or ())
             client.bind(namespace=b.namespace, name=b.name, node_name=b.node,
                         annotations=decisions.annotations.get(b.uid) or None)
             return key, None

@@ -23,7 +23,8 @@ from lahar.scheduler.registry import in_tree_registry
 
 __all__ = ["list_objects", "run_once", "run_session"]
 
-_OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes", "poddisruptionbudgets", "resourcequotas"})
+_OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes", "poddisruptionbudgets", "resourcequotas",
+                       "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes"})
 
 
 def run_session(snapshot: snapshots.Snapshot, conf: SchedulerConf, *, registry: Registry | None = None,
@@ -75,6 +76,10 @@ def list_objects(client: ClusterClient) -> dict[str, list[dict]]:
         "hypernodes": ("topology.volcano.sh", "v1alpha1", "hypernodes"),
         "poddisruptionbudgets": ("policy", "v1", "poddisruptionbudgets"),
         "resourcequotas": ("", "v1", "resourcequotas"),
+        "persistentvolumeclaims": ("", "v1", "persistentvolumeclaims"),
+        "persistentvolumes": ("", "v1", "persistentvolumes"),
+        "storageclasses": ("storage.k8s.io", "v1", "storageclasses"),
+        "csinodes": ("storage.k8s.io", "v1", "csinodes"),
     }.items():
         rt = reg.get(group, version, plural)
         if rt is None:

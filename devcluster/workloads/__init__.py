@@ -9,8 +9,9 @@ create, names to delete, scale changes, the new status) and `choose_node` (the d
 (level-based, idempotent); `sync()` runs every key once (tests); `start()`/`stop()` drive it from store watches in
 background threads, with a periodic resync.
 
-One module per controller: `replicasets`, `deployments`, `statefulsets`, `jobs`; `scheduler` is the
-default-scheduler, `controllers` the shell, `_objects` what they share (labels, readers, `Plan`).
+One module per controller: `replicasets`, `deployments`, `statefulsets`, `jobs`, `volumes` (the PV binder and a
+simulated provisioner, WaitForFirstConsumer included: `claim_plan`); `scheduler` is the default-scheduler,
+`controllers` the shell, `_objects` what they share (labels, readers, `Plan`).
 
 Deliberately small: a Deployment rolls out by Recreate whatever its strategy says (old ReplicaSets go to 0, then the
 new one is scaled up); no ControllerRevisions, PVC templates, pod failure policies or TTL-after-finished.

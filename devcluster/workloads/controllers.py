@@ -1,8 +1,8 @@
 """The shell of devcluster's workload controllers: `WorkloadControllers` re-reads the world and applies one plan
 per key (level-based, idempotent), binds default-scheduler pods, and runs from store watches in background threads.
 
-Top of `devcluster.workloads`: uses the plan modules (`replicasets`, `deployments`, `statefulsets`, `jobs`) and
-`scheduler`; talks only through the `kube.client.ClusterClient` port.
+Top of `devcluster.workloads`: uses the plan modules (`replicasets`, `deployments`, `statefulsets`, `jobs`,
+`volumes`) and `scheduler`; talks only through the `kube.client.ClusterClient` port.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from lahar.devcluster.workloads.jobs import job_plan
 from lahar.devcluster.workloads.replicasets import replicaset_plan
 from lahar.devcluster.workloads.scheduler import choose_node
 from lahar.devcluster.workloads.statefulsets import statefulset_plan
+from lahar.devcluster.workloads.volumes import claim_plan
 from lahar.kube import errors, selectors
 from lahar.kube.client import ClusterClient, Obj
 from lahar.kube.resources import ResourceType
@@ -49,7 +50,8 @@ Key = tuple[str, str, str]  # (kind, namespace, name); kind "Schedule" = a sched
 def _rt(client: ClusterClient, group: str, version: str, plural: str, kind: str) -> ResourceType:
     registry = getattr(client, "registry", None)
     found = registry.get(group, version, plural) if registry is not None else None
-    return found or ResourceType(group=group, version=version, kind=kind, plural=plural, namespaced=kind != "Node")
+    return found or ResourceType(group=group, version=version, kind=kind, plural=plural,
+                                 namespaced=kind not in ("Node", "PersistentVolume", "StorageClass"))
 
 
 @dataclass
@@ -83,6 +85,9 @@ class WorkloadControllers:
         }
         self.pod_rt = _rt(c, "", "v1", "pods", "Pod")
         self.node_rt = _rt(c, "", "v1", "nodes", "Node")
+        self.pvc_rt = _rt(c, "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+        self.pv_rt = _rt(c, "", "v1", "persistentvolumes", "PersistentVolume")
+        self.sc_rt = _rt(c, "storage.k8s.io", "v1", "storageclasses", "StorageClass")
 
     # one pass ---------------------------------------------------------------------------------------------------
 
@@ -121,6 +126,30 @@ class WorkloadControllers:
         plan = self.plan(kind, obj)
         self._apply(kind, rt, obj, plan)
         return plan
+
+    def reconcile_claim(self, namespace: str, name: str) -> bool:
+        """The provisioner and PV binder for one claim (`volumes.claim_plan`); True when it wrote something."""
+        try:
+            pvc = self.client.get(self.pvc_rt, name, namespace=namespace)
+        except errors.NotFound:
+            return False
+        classes = {_name(o): o for o in self.client.list(self.sc_rt)["items"]}
+        pvs = {_name(o): o for o in self.client.list(self.pv_rt)["items"]}
+        nodes = {_name(o): o for o in self.client.list(self.node_rt)["items"]}
+        plan = claim_plan(pvc, classes=classes, pvs=pvs, nodes=nodes)
+        if plan.create_pv is not None:
+            with contextlib.suppress(errors.AlreadyExists):
+                self.client.create(self.pv_rt, {**plan.create_pv, "status": {}})
+        if plan.pv_patch is not None:
+            pv_name, patch = plan.pv_patch
+            self.client.patch(self.pv_rt, pv_name, {"spec": patch["spec"]})
+            self.client.patch(self.pv_rt, pv_name, {"status": patch["status"]}, subresource="status")
+        if plan.claim_patch:
+            self.client.patch(self.pvc_rt, name, plan.claim_patch, namespace=namespace)
+        if plan.claim_status is not None:
+            self.client.patch(self.pvc_rt, name, {"status": plan.claim_status}, namespace=namespace,
+                              subresource="status")
+        return bool(plan.create_pv or plan.pv_patch or plan.claim_patch or plan.claim_status)
 
     def _apply(self, kind: str, rt: ResourceType, obj: Obj, plan: Plan) -> None:
         ns, name = _meta(obj).get("namespace"), _name(obj)
@@ -183,7 +212,15 @@ class WorkloadControllers:
         for kind, rt in self.rts.items():
             for obj in self.client.list(rt)["items"]:
                 out.append((kind, _meta(obj).get("namespace") or "", _name(obj)))
+        for obj in self._claims():
+            out.append(("PersistentVolumeClaim", _meta(obj).get("namespace") or "", _name(obj)))
         return out
+
+    def _claims(self) -> list[Obj]:
+        try:
+            return list(self.client.list(self.pvc_rt)["items"])
+        except errors.NotFound:  # a client whose registry lacks PVCs
+            return []
 
     def sync(self, *, max_rounds: int = 20) -> None:
         """Reconcile every object (and schedule) until a round changes nothing: a deterministic pass for tests."""
@@ -193,6 +230,8 @@ class WorkloadControllers:
                 for k, ns, name in self.keys():
                     if k == kind:
                         self.reconcile(k, ns, name)
+            for obj in self._claims():
+                self.reconcile_claim(_meta(obj).get("namespace") or "", _name(obj))
             if self.default_scheduler:
                 self.schedule()
             after = self.client.list(self.pod_rt)["metadata"].get("resourceVersion")
@@ -211,6 +250,12 @@ class WorkloadControllers:
     def _keys_for_event(self, kind: str, obj: Obj, event: str = "ADDED") -> list[Key]:
         ns = _meta(obj).get("namespace") or ""
         out: list[Key] = []
+        if kind == "PersistentVolumeClaim":
+            return [(kind, ns, _name(obj))] if event != "DELETED" else []
+        if kind == "PersistentVolume":
+            ref = _spec(obj).get("claimRef") or {}
+            return [("PersistentVolumeClaim", str(ref.get("namespace") or ""), str(ref["name"]))] \
+                if ref.get("name") and event != "DELETED" else []
         if kind in self.rts:
             out.append((kind, ns, _name(obj)))
         ref = controller_of(obj)
@@ -270,6 +315,8 @@ class WorkloadControllers:
             try:
                 if kind == "Schedule":
                     self.schedule()
+                elif kind == "PersistentVolumeClaim":
+                    self.reconcile_claim(ns, name)
                 else:
                     self.reconcile(kind, ns, name)
             except Exception as exc:  # noqa: BLE001 — the resync retries it
@@ -289,7 +336,8 @@ class WorkloadControllers:
 
     def start(self) -> WorkloadControllers:
         self._stop.clear()
-        watched = [*self.rts.items(), ("Pod", self.pod_rt)]
+        watched = [*self.rts.items(), ("Pod", self.pod_rt), ("PersistentVolumeClaim", self.pvc_rt),
+                   ("PersistentVolume", self.pv_rt)]
         if self.default_scheduler:
             watched.append(("Node", self.node_rt))
         targets: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = [

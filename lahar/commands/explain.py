@@ -256,7 +256,8 @@ def register(app: typer.Typer) -> None:
 
 _SERVER_FIELDS = ("resourceVersion", "managedFields", "selfLink", "generation")
 _SEED_ORDER = ("priority_classes", "queues", "nodes", "numatopologies", "devices", "hypernodes",
-               "poddisruptionbudgets", "podgroups", "pods")
+               "poddisruptionbudgets", "storageclasses", "csinodes", "persistentvolumes", "persistentvolumeclaims",
+               "podgroups", "pods")
 
 
 def _seed(mem: Any, objects: Mapping[str, list[dict[str, Any]]]) -> None:

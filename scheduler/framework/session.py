@@ -90,6 +90,9 @@ class Decisions:
     annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     # job uid ("namespace/name") → PodGroup annotations to merge: the allocated HyperNode (actions/_network.py)
     podgroup_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+    # pod uid → volume binding before its bind (plugins/predicates): {namespace, claim, kind "bind" | "provision",
+    # volume, node} — a static PV's claimRef, or the claim's selected-node annotation for the provisioner
+    volumes: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def bind_map(self) -> dict[str, str]:
         return {f"{b.namespace}/{b.name}": b.node for b in self.binds}

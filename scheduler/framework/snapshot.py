@@ -572,13 +572,17 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
           numatopologies: Iterable[Mapping[str, Any]] = (), devices: Iterable[Mapping[str, Any]] = (),
           namespaces: Iterable[Mapping[str, Any]] = (), hypernodes: Iterable[Mapping[str, Any]] = (),
           poddisruptionbudgets: Iterable[Mapping[str, Any]] = (),
-          resourcequotas: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
+          resourcequotas: Iterable[Mapping[str, Any]] = (),
+          persistentvolumeclaims: Iterable[Mapping[str, Any]] = (),
+          persistentvolumes: Iterable[Mapping[str, Any]] = (), storageclasses: Iterable[Mapping[str, Any]] = (),
+          csinodes: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
     """A snapshot from API objects, like Volcano's cache.Snapshot(): Ready nodes only; jobs need a PodGroup and a
     known queue; every non-terminated pod bound to a node counts there, whichever scheduler placed it.
     Numatopology and Device objects (one per node, named after it), Namespaces (for pod affinity
     namespaceSelector), HyperNodes (the network topology, framework/hypernodes.py) and PodDisruptionBudgets (by
     namespace/name, for gangpreempt / gangreclaim and plugins/pdb) and ResourceQuotas (by namespace/name, for
-    plugins/resourcequota) are kept as `Snapshot.extras`."""
+    plugins/resourcequota), and PVCs (by namespace/name), PVs, StorageClasses and CSINodes (by name, for the volume
+    predicates) are kept as `Snapshot.extras`."""
     pods = list(pods)
     ready_nodes = [n for n in nodes if node_ready(n)]
     queue_objs = list(queues)
@@ -647,5 +651,11 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
               "poddisruptionbudgets": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
                                        f"{(o.get('metadata') or {}).get('name', '')}": o for o in poddisruptionbudgets},
               "resourcequotas": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
-                                 f"{(o.get('metadata') or {}).get('name', '')}": o for o in resourcequotas}}
+                                 f"{(o.get('metadata') or {}).get('name', '')}": o for o in resourcequotas},
+              "persistentvolumeclaims": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
+                                         f"{(o.get('metadata') or {}).get('name', '')}": o
+                                         for o in persistentvolumeclaims},
+              "persistentvolumes": {(o.get("metadata") or {}).get("name", ""): o for o in persistentvolumes},
+              "storageclasses": {(o.get("metadata") or {}).get("name", ""): o for o in storageclasses},
+              "csinodes": {(o.get("metadata") or {}).get("name", ""): o for o in csinodes}}
     return Snapshot(resources, node_list, arrays, jobs, queue_map, pcs, extras)

@@ -1,6 +1,7 @@
 """predicates: which nodes a pod may run on — the kube-scheduler filters Volcano wraps (spec §5.4): max pods,
 unschedulable nodes, node selector and required node affinity, taints and tolerations, host ports, inter-pod
-affinity and anti-affinity, pod topology spread (DoNotSchedule).
+affinity and anti-affinity, pod topology spread (DoNotSchedule), and the volume filters VolumeBinding,
+VolumeZone and NodeVolumeLimits (`_volumes`; binding at commit through `Decisions.volumes`).
 
 Static checks (node labels, taints) are computed once per pod "signature" (node selector, required affinity,
 tolerations) as boolean masks over all nodes, vectorised per label key with numpy, and cached for the session.
@@ -20,8 +21,8 @@ import numpy as np
 from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import Task
-from lahar.scheduler.plugins import _affinity, _ports, _spread
+from lahar.scheduler.framework.snapshot import Task, TaskStatus
+from lahar.scheduler.plugins import _affinity, _ports, _spread, _volumes
 from lahar.scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
 from lahar.scheduler.plugins._shared.nodematch import (
     NODE_AFFINITY_MISMATCH,
@@ -69,6 +70,16 @@ def arg_bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
 Check = tuple[np.ndarray, Any, bool]  # (failing mask, reason text or per-node object array, unresolvable)
 
 
+def _csi_limits(csinode: Mapping[str, Any]) -> dict[str, int]:
+    """A CSINode's per-driver attach limits (spec.drivers[].allocatable.count); drivers without one: no limit."""
+    out: dict[str, int] = {}
+    for d in (csinode.get("spec") or {}).get("drivers") or ():
+        count = ((d or {}).get("allocatable") or {}).get("count")
+        if d.get("name") and isinstance(count, int) and not isinstance(count, bool):
+            out[str(d["name"])] = count
+    return out
+
+
 class Predicates:
     name = "predicates"
 
@@ -79,6 +90,19 @@ class Predicates:
         self.taint_toleration = arg_bool(args, "predicate.TaintTolerationEnable", True)
         self.pod_affinity = arg_bool(args, "predicate.PodAffinityEnable", True)
         self.topology_spread = arg_bool(args, "predicate.PodTopologySpreadEnable", True)
+        self.volumes = arg_bool(args, "predicate.VolumeBindingEnable", True)
+        self.volume_zone = arg_bool(args, "predicate.VolumeZoneEnable", True)
+        self.volume_limits = arg_bool(args, "predicate.NodeVolumeLimitsEnable", True)
+        self._claims: dict[str, Any] = {}
+        self._pvs: dict[str, Any] = {}
+        self._classes: dict[str, Any] = {}
+        self._csi_limits: dict[str, dict[str, int]] = {}
+        self._taken: dict[str, str] = {}  # static PV → "ns/claim" assumed this session
+        self._volume_actions: dict[str, list[_volumes.VolumeAction]] = {}  # task uid → actions (allocated now)
+        self._pv_mask_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._sc_mask_cache: dict[str, np.ndarray] = {}
+        self._pv_index = _volumes.PVIndex({})
+        self._matrix_cache: dict[int, tuple[tuple[Any, ...], np.ndarray, dict[str, int]]] = {}
         self.ssn: Session | None = None
         self.view: PodView | None = None
         self._static: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None]] = {}
@@ -87,15 +111,195 @@ class Predicates:
         self.ssn = ssn
         self.view = view_of(ssn, self)
         self._static.clear()
+        extras = ssn.snapshot.extras
+        self._claims = dict(extras.get("persistentvolumeclaims") or {})
+        self._pvs = dict(extras.get("persistentvolumes") or {})
+        self._classes = dict(extras.get("storageclasses") or {})
+        self._csi_limits = {name: _csi_limits(o) for name, o in (extras.get("csinodes") or {}).items()}
+        self._taken = {}
+        self._volume_actions = {}
+        self._pv_mask_cache = {}
+        self._sc_mask_cache = {}
+        self._pv_index = _volumes.PVIndex(self._pvs)
+        self._matrix_cache = {}
 
     # the session's events keep the pod view current (only its owner forwards them, so each counts once)
     def on_allocate(self, task: Task) -> None:
         if self.view is not None and self.view.owner is self:
             self.view.on_allocate(task)
+        if self.volumes and task.node >= 0 and task.status is not TaskStatus.PIPELINED \
+                and _volumes.pod_claims(task.pod):
+            actions = self._volume_plan(task, task.node)
+            if actions:
+                self._volume_actions[task.uid] = actions
+                for a in actions:
+                    if a.kind == "bind":
+                        self._taken[a.volume] = f"{a.namespace}/{a.claim}"
 
     def on_deallocate(self, task: Task) -> None:
         if self.view is not None and self.view.owner is self:
             self.view.on_deallocate(task)
+        for a in self._volume_actions.pop(task.uid, ()):
+            if a.kind == "bind":
+                self._taken.pop(a.volume, None)
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Hand the volume actions of the tasks bound this session to commit (`Decisions.volumes`)."""
+        bound = {b.uid for b in ssn.decisions.binds}
+        for uid, actions in self._volume_actions.items():
+            if uid in bound:
+                ssn.decisions.volumes[uid] = [
+                    {"namespace": a.namespace, "claim": a.claim, "kind": a.kind, "volume": a.volume, "node": a.node}
+                    for a in actions]
+
+    def _attached(self, node: Any) -> dict[str, set[str]]:
+        """Per CSI driver, the claims of the pods on `node` (NodeVolumeLimits counts distinct claims)."""
+        out: dict[str, set[str]] = {}
+        for t in (*node.tasks.values(), *node.others):
+            for name in _volumes.pod_claims(t.pod):
+                claim = self._claims.get(f"{t.namespace}/{name}")
+                if claim is None:
+                    continue
+                volume = (claim.get("spec") or {}).get("volumeName")
+                sc = self._classes.get((claim.get("spec") or {}).get("storageClassName") or "")
+                driver = _volumes.csi_driver_of(self._pvs.get(volume) if volume else None, None if volume else sc)
+                if driver:
+                    out.setdefault(driver, set()).add(f"{t.namespace}/{name}")
+        return out
+
+    def _pod_volumes(self, task: Task, node: Any) -> tuple[_volumes.ClaimAnswer, list[_volumes.VolumeAction]]:
+        limits = self._csi_limits.get(node.name) if self.volume_limits else None
+        return _volumes.pod_on_node(task.pod, node, claims=self._claims, pvs=self._pvs, classes=self._classes,
+                                    taken=self._taken, zones=self.volume_zone, index=self._pv_index,
+                                    csi_limits=limits, attached=self._attached(node) if limits else None)
+
+    def _pv_masks(self, pv: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """(node affinity ok, zone ok) of one PV over every node, once per session (PVs do not change in it)."""
+        name = (pv.get("metadata") or {}).get("name", "")
+        hit = self._pv_mask_cache.get(name)
+        if hit is None:
+            assert self.view is not None and self.ssn is not None
+            n = self.view.n
+            required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+            terms = required.get("nodeSelectorTerms")
+            affinity = np.ones(n, dtype=bool) if not required or terms is None \
+                else node_selector_terms_mask(self.view, list(terms))
+            labels = (pv.get("metadata") or {}).get("labels") or {}
+            zone = np.ones(n, dtype=bool)
+            if self.volume_zone and any(k in labels for k in _volumes.ZONE_LABELS):
+                zone = np.fromiter((_volumes.zone_ok(pv, node) for node in self.ssn.nodes), dtype=bool, count=n)
+            hit = self._pv_mask_cache[name] = (affinity, zone)
+        return hit
+
+    def _class_mask(self, sc: Mapping[str, Any]) -> np.ndarray:
+        name = (sc.get("metadata") or {}).get("name", "")
+        hit = self._sc_mask_cache.get(name)
+        if hit is None:
+            assert self.ssn is not None
+            nodes = self.ssn.nodes
+            hit = np.ones(len(nodes), dtype=bool) if not sc.get("allowedTopologies") else np.fromiter(
+                (_volumes.topology_ok(sc, node) for node in nodes), dtype=bool, count=len(nodes))
+            self._sc_mask_cache[name] = hit
+        return hit
+
+    def _candidates(self, every: tuple[Any, ...]) -> tuple[np.ndarray, dict[str, int]]:
+        """The candidate PVs of a claim as a (PV × node) feasibility matrix and their row numbers, cached per
+        candidate tuple (`PVIndex` memoises them, so claims of one class and size share one)."""
+        hit = self._matrix_cache.get(id(every))
+        if hit is None or hit[0] is not every:
+            assert self.view is not None
+            rows = np.zeros((len(every), self.view.n), dtype=bool)
+            for r, pv in enumerate(every):
+                affinity, zone = self._pv_masks(pv)
+                rows[r] = affinity & zone
+            hit = (every, rows, {(pv.get("metadata") or {}).get("name", ""): r for r, pv in enumerate(every)})
+            self._matrix_cache[id(every)] = hit
+        return hit[1], hit[2]
+
+    def _free_rows(self, rows: dict[str, int], me: str) -> np.ndarray:
+        """Which candidate rows are not assumed by another claim this session."""
+        free = np.ones(len(rows), dtype=bool)
+        for pv_name, owner in self._taken.items():
+            r = rows.get(pv_name)
+            if r is not None and owner != me:
+                free[r] = False
+        return free
+
+    def _volume_plan(self, task: Task, node: int) -> list[_volumes.VolumeAction]:
+        """What commit must do for the task's unbound claims on `node` (already found feasible): the first free
+        static PV there (smallest first), else provisioning."""
+        assert self.ssn is not None
+        node_name = self.ssn.nodes[node].name
+        out: list[_volumes.VolumeAction] = []
+        for name in _volumes.pod_claims(task.pod):
+            st = _volumes.claim_state(self._claims.get(f"{task.namespace}/{name}"), name=name,
+                                      namespace=task.namespace, pvs=self._pvs, classes=self._classes,
+                                      index=self._pv_index)
+            if st.reason or st.bound is not None:
+                continue
+            me = f"{task.namespace}/{name}"
+            if st.candidates:
+                m, rows = self._candidates(st.candidates)
+                hits = np.flatnonzero(m[:, node] & self._free_rows(rows, me))
+                if hits.size:
+                    pv = st.candidates[int(hits[0])]
+                    out.append(_volumes.VolumeAction(task.namespace, name, "bind",
+                                                     str((pv.get("metadata") or {}).get("name")), node_name))
+                    self._taken[out[-1].volume] = me  # a second claim of the pod must not take it too
+                    continue
+            if st.provision is not None:
+                out.append(_volumes.VolumeAction(task.namespace, name, "provision", "", node_name))
+        return out
+
+    def _volume_check(self, task: Task) -> Check | None:
+        """VolumeBinding / VolumeZone / NodeVolumeLimits over every node, for a pod with PVC volumes: the same
+        answers as `_volumes.pod_on_node` node by node, with each claim's node-independent part (`claim_state`)
+        computed once and the PV / StorageClass node masks once per session."""
+        names = _volumes.pod_claims(task.pod) if self.volumes else []
+        if not names:
+            return None
+        assert self.ssn is not None
+        nodes = self.ssn.nodes
+        n = len(nodes)
+        bad = np.zeros(n, dtype=bool)
+        reasons = np.full(n, None, dtype=object)
+        unres = np.zeros(n, dtype=bool)
+
+        def fail(mask: np.ndarray, reason: str, unresolvable: bool) -> None:
+            new = mask & ~bad
+            reasons[new] = reason
+            unres[new] = unresolvable
+            bad[new] = True
+
+        for name in names:
+            st = _volumes.claim_state(self._claims.get(f"{task.namespace}/{name}"), name=name,
+                                      namespace=task.namespace, pvs=self._pvs, classes=self._classes,
+                                      index=self._pv_index)
+            if st.reason:
+                fail(np.ones(n, dtype=bool), st.reason, st.unresolvable)
+                break
+            if st.bound is not None:
+                affinity, zone = self._pv_masks(st.bound)
+                fail(~affinity, _volumes.NODE_CONFLICT, True)
+                fail(~zone, _volumes.ZONE_CONFLICT, True)
+                continue
+            ok = np.zeros(n, dtype=bool)
+            if st.candidates:
+                m, rows = self._candidates(st.candidates)
+                free = self._free_rows(rows, f"{task.namespace}/{name}")
+                ok = m[free].any(axis=0) if free.any() else ok
+            if st.provision is not None:
+                ok |= self._class_mask(st.provision)
+            fail(~ok, _volumes.NODE_CONFLICT if st.candidates else _volumes.BIND_CONFLICT, False)
+        if self.volume_limits and self._csi_limits and not bad.all():
+            for i in np.flatnonzero(~bad):  # only nodes with a CSINode limit can fail NodeVolumeLimits
+                if nodes[i].name in self._csi_limits:
+                    got, _ = self._pod_volumes(task, nodes[i])
+                    if not got.ok:
+                        fail(np.arange(n) == i, got.reason, got.unresolvable)
+        if not bad.any():
+            return None
+        return bad, reasons, bool(unres[bad].all())
 
     def _static_filter(self, prof: PodProfile) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """(feasible, reasons, unresolvable) of the label and taint checks, in kube-scheduler's order:
@@ -149,6 +353,9 @@ class Predicates:
         static_ok, static_reasons, static_unres = self._static_filter(prof)
         room = nodes.pods < nodes.max_pods
         checks = self._dynamic_checks(prof)
+        volume_check = self._volume_check(task)
+        if volume_check is not None:
+            checks.append(volume_check)
         feasible = static_ok & room
         for bad, _, _ in checks:
             feasible = feasible & ~bad

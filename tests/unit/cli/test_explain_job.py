@@ -71,3 +71,19 @@ def test_render_job() -> None:
     text = render_job("default/j", J(True, False, False, "queue q is Closed", 0, 2))
     assert text == ("job default/j\n  admitted: yes\n  enqueued: no\n  placed:   no (0/2 pods bound)\n"
                     "  blocked by: queue q is Closed\n")
+
+
+def test_what_if_copy_carries_the_volume_kinds() -> None:
+    from lahar.commands import explain as explain_cmd
+    from lahar.kube.apiserver.memory import MemoryClient
+
+    mem = MemoryClient.with_crds()
+    explain_cmd._seed(mem, {
+        "storageclasses": [{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+                            "provisioner": "lahar.sh/local", "volumeBindingMode": "WaitForFirstConsumer"}],
+        "persistentvolumeclaims": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                    "metadata": {"name": "data", "namespace": "team"},
+                                    "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                                             "resources": {"requests": {"storage": "1Gi"}}}}]})
+    assert mem.get(mem.registry.get("storage.k8s.io", "v1", "storageclasses"), "local")
+    assert mem.get(mem.registry.get("", "v1", "persistentvolumeclaims"), "data", namespace="team")
