@@ -157,7 +157,7 @@ def main() -> int:  # noqa: PLR0915 - one linear scenario
     work = Path(tempfile.mkdtemp(prefix="lahar-bench-e2e-"))
     data = work / "lahar"
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KUBECONFIG")}
-    env.update(PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(_free_port()), LAHAR_LOG_LEVEL="WARNING")
+    env.update(PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(_free_port()), LAHAR_DASHBOARD_PORT=str(_free_port()), LAHAR_LOG_LEVEL="WARNING")
     argv = [sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(data), "--port", "0", "--plain",
             "--profile", args.profile, "--nodes", str(args.nodes), "--workers", str(args.workers),
             "--concurrency", str(args.concurrency)]

@@ -28,7 +28,7 @@ def up(
     demo: bool = typer.Option(False, "--demo", help="Apply examples/ once everything is up and show the jobs run."),
     workers: int = typer.Option(1, "--workers", min=1, help="Controller worker processes."),
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="Reconciles in parallel per worker."),
-    dashboard_port: int = typer.Option(8470, "--dashboard-port", min=0,
+    dashboard_port: int = typer.Option(8470, "--dashboard-port", min=0, envvar="LAHAR_DASHBOARD_PORT",
                                        help="Port of `lahar dashboard` (another free one when taken; 0: no dashboard)."),
     live: bool = typer.Option(None, "--live/--plain", help="Live status view or log lines (default: live on a TTY)."),
     sim_default_duration: str = typer.Option(None, "--sim-default-duration", metavar="DURATION",

@@ -116,7 +116,7 @@ class Up:
 
     def start(self) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KUBECONFIG")}
-        env.update(TUNING, PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(self.flower_port))
+        env.update(TUNING, PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(self.flower_port), LAHAR_DASHBOARD_PORT=str(_free_port()))
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(self.data_dir),
                                           "--port", str(self.port), *self.args, "--plain"],

@@ -167,7 +167,7 @@ class Corpus:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KUBECONFIG")}
-        env.update(PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(_free_port()))
+        env.update(PYTHONUNBUFFERED="1", LAHAR_FLOWER_PORT=str(_free_port()), LAHAR_DASHBOARD_PORT=str(_free_port()))
         argv = [sys.executable, "-m", "lahar.cli", "up", "--data-dir", str(self.data_dir), "--port", "0",
                 "--profile", "mixed", "--nodes", "6", "--sim-default-duration", "2s", "--plain"]
         with self.log.open("ab") as out:

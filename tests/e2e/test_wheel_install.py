@@ -88,7 +88,7 @@ def up(installed: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KUBECONFIG", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PATH=os.pathsep.join([str(installed), _stripped_path()]), PYTHONUNBUFFERED="1",
-               LAHAR_FLOWER_PORT=str(free_port()))
+               LAHAR_FLOWER_PORT=str(free_port()), LAHAR_DASHBOARD_PORT=str(free_port()))
     assert shutil.which("redis-server", path=env["PATH"]) is None
     log = tmp_path / "up.out"
     with log.open("ab") as out:

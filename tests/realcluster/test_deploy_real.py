@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,6 +90,12 @@ def test_kustomize_base_is_stored_by_the_real_server(kubectl: Kubectl) -> None:
 
 def test_kubectl_explain_reads_lahars_crds(kubectl: Kubectl) -> None:
     kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh", "--timeout=60s", check=False)
+    # Established comes before the kind is in the server's discovery documents (updated asynchronously; seconds
+    # under load), and kubectl explain maps the short name through discovery
+    deadline = time.monotonic() + 60
+    while "vcjob" not in kubectl("api-resources", "--api-group=batch.volcano.sh", check=False).stdout:
+        assert time.monotonic() < deadline, "batch.volcano.sh jobs never appeared in discovery"
+        time.sleep(1)
     out = kubectl("explain", "vcjob.spec.tasks").stdout
     assert "KIND:       Job" in out and "GROUP:      batch.volcano.sh" in out, out
     for field in ("replicas", "minAvailable", "template", "policies"):
