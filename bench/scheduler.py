@@ -169,57 +169,21 @@ def devcluster_binds(n_nodes: int = 100, n_pods: int = 2000, gang: int = 8) -> d
     """End to end on devcluster: `lahar devcluster` (its own process, `n_nodes` simulated cpu-small nodes with
     kubelets) over HTTPS; `n_pods` pending pods in gangs of `gang`; then `run_once` sessions (list, schedule, commit:
     binds through `pods/binding` with 16 threads, PodGroup status, queue status) until every pod is bound."""
-    import contextlib
-    import os
-    import signal
-    import socket
-    import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    import yaml
+    from _devcluster import devcluster
 
-    from lahar.kube import errors, kubeconfig
-    from lahar.kube.rest import RestClient
     from lahar.scheduler import commit as commits
     from lahar.scheduler.framework import conf as confs
     from lahar.scheduler.framework import snapshot as snapshots
     from lahar.scheduler.registry import in_tree_registry
     from lahar.scheduler.session import list_objects, run_session
 
-    root = Path(__file__).resolve().parents[1]
-    work = Path(tempfile.mkdtemp(prefix="lahar-bench-sched-"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = open(work / "devcluster.log", "ab")  # noqa: SIM115 - the child keeps its own descriptor
-    proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "devcluster", "--port", str(port), "--data-dir",
-                             str(work / "dc"), "--profile", "cpu-small", "--nodes", str(n_nodes)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=dict(os.environ, PYTHONPATH=str(root), LAHAR_LOG_LEVEL="WARNING"))
-    log.close()
-
-    def wait(what: str, fn: Any, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                if fn():
-                    return
-            time.sleep(0.2)
-        raise SystemExit(f"timed out waiting for {what}; see {work / 'devcluster.log'}")
-
-    try:
-        wait("devcluster's kubeconfig", lambda: (work / "dc" / "kubeconfig").exists())
-        client = RestClient(kubeconfig.load(work / "dc" / "kubeconfig"), pool_size=64)
+    with devcluster(n_nodes, prefix="lahar-bench-sched-", timeout=120.0) as client:
         reg = client.registry
-        nodes_rt, pods_rt = reg.get("", "v1", "nodes"), reg.get("", "v1", "pods")
-        wait(f"{n_nodes} nodes", lambda: len(client.list(nodes_rt)["items"]) >= n_nodes)
-        crd_rt = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml"):
-            with contextlib.suppress(errors.AlreadyExists):
-                client.create(crd_rt, yaml.safe_load((root / "deploy" / "crds" / name).read_text()))
+        pods_rt = reg.get("", "v1", "pods")
         pg_rt = reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")
         q_rt = reg.get("scheduling.volcano.sh", "v1beta1", "queues")
-        wait("the PodGroup CRD", lambda: client.list(pg_rt) is not None)
         client.create(q_rt, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                              "metadata": {"name": "bench"}, "spec": {"weight": 1}})
         client.create(reg.get("", "v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace",
@@ -267,15 +231,6 @@ def devcluster_binds(n_nodes: int = 100, n_pods: int = 2000, gang: int = 8) -> d
                 "pods_per_s": round(bound / total) if total else 0,
                 "first_session_pods_per_s": round(first["bound"] / first["total_s"]) if first["total_s"] else 0,
                 "commit_pods_per_s": round(first["bound"] / first["commit_s"]) if first["commit_s"] else 0}
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 def main() -> None:

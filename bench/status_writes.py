@@ -25,26 +25,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lahar.kube import errors, kubeconfig  # noqa: E402
+from _devcluster import devcluster  # noqa: E402
+
+from lahar.kube import errors  # noqa: E402
 from lahar.kube.apiserver.memory import MemoryClient  # noqa: E402
-from lahar.kube.rest import RestClient  # noqa: E402
 from lahar.scheduler.framework import conf as confs  # noqa: E402
 from lahar.scheduler.registry import in_tree_registry  # noqa: E402
 from lahar.scheduler.session import run_once  # noqa: E402
@@ -143,54 +136,6 @@ def build(nodes: int, pods: int, held: int) -> MemoryClient:
         _add_node(c, f"n{i}", "4")
     populate(c, nodes, pods, held)
     return c
-
-
-@contextlib.contextmanager
-def devcluster(nodes: int) -> Iterator[Any]:
-    """`lahar devcluster` in its own process with `nodes` cpu-small nodes (4 cpu, 8Gi) and Volcano's PodGroup and
-    Queue CRDs applied; yields a client over HTTPS."""
-    root = Path(__file__).resolve().parents[1]
-    work = Path(tempfile.mkdtemp(prefix="lahar-bench-status-"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = open(work / "devcluster.log", "ab")  # noqa: SIM115 - the child keeps its own descriptor
-    proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "devcluster", "--port", str(port), "--data-dir",
-                             str(work / "dc"), "--profile", "cpu-small", "--nodes", str(nodes)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=dict(os.environ, PYTHONPATH=str(root), LAHAR_LOG_LEVEL="WARNING"))
-    log.close()
-
-    def wait(what: str, fn: Any, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                if fn():
-                    return
-            time.sleep(0.2)
-        raise SystemExit(f"timed out waiting for {what}; see {work / 'devcluster.log'}")
-
-    try:
-        wait("devcluster's kubeconfig", lambda: (work / "dc" / "kubeconfig").exists())
-        client = RestClient(kubeconfig.load(work / "dc" / "kubeconfig"), pool_size=64)
-        reg = client.registry
-        wait(f"{nodes} nodes", lambda: len(client.list(reg.get("", "v1", "nodes"))["items"]) >= nodes)
-        crd_rt = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml"):
-            with contextlib.suppress(errors.AlreadyExists):
-                client.create(crd_rt, yaml.safe_load((root / "deploy" / "crds" / name).read_text()))
-        wait("the PodGroup CRD", lambda: client.list(reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"))
-             is not None)
-        yield client
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 def _caught_up(runner: Runner, inner: Any) -> bool:

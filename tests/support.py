@@ -3,9 +3,10 @@ a first Queue (the objects themselves come from tests.builders)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from tests.builders import queue
 
 CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
 
-__all__ = ["create_queue", "free_port", "install_crds", "wait_for"]
+__all__ = ["create_queue", "free_port", "install_crds", "scheduling_devcluster", "wait_for"]
 
 
 def free_port() -> int:
@@ -55,3 +56,21 @@ def create_queue(client: Any, name: str = "q1", weight: int = 1) -> dict:
     """An Open-able Volcano Queue (`scheduling.volcano.sh/v1beta1`) created through `client`."""
     q_rt = client.registry.get("scheduling.volcano.sh", "v1beta1", "queues")
     return client.create(q_rt, queue(name).weight(weight).bare())
+
+
+@contextlib.contextmanager
+def scheduling_devcluster(data_dir: Path, *, profile: str = "cpu-small", nodes: int = 2,
+                          crds: tuple[str, ...] = ()) -> Iterator[tuple[Any, Any]]:
+    """devcluster in this process (`devcluster.runtime.Cluster`) with the PodGroup and Queue CRDs (and `crds`)
+    installed; yields (the cluster, a RestClient over HTTPS) and stops it."""
+    from lahar.devcluster.runtime import Cluster
+    from lahar.kube import kubeconfig
+    from lahar.kube.rest import RestClient
+
+    c = Cluster(data_dir=data_dir, port=0, profile=profile, nodes=nodes).start()
+    client = RestClient(kubeconfig.load(str(c.kubeconfig)))
+    try:
+        install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml", *crds)
+        yield c, client
+    finally:
+        c.stop()

@@ -16,6 +16,7 @@ from lahar.kube import durations
 from lahar.kube.models import labels as keys
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
+from lahar.scheduler.plugins._shared.victims import VictimFilter
 
 __all__ = ["CooldownProtection", "cooldown", "protected"]
 
@@ -60,7 +61,7 @@ def protected(pod: Mapping[str, Any], now: dt.datetime) -> bool:
     return False
 
 
-class CooldownProtection:
+class CooldownProtection(VictimFilter):
     name = "cdp"
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
@@ -73,12 +74,3 @@ class CooldownProtection:
     def _filter(self, tasks: list[Task]) -> list[Task]:
         return [t for t in tasks if not protected(t.pod, self.now)]
 
-    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> list[Task] | None:
-        return self._filter(preemptees)
-
-    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None:
-        return self._filter(reclaimees)
-
-    def victim_filter(self, victims: list[Task]) -> list[Task]:
-        """shuffle's victims, less those still cooling down."""
-        return self._filter(victims)

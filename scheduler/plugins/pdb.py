@@ -15,6 +15,7 @@ from typing import Any
 from lahar.kube import selectors
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
+from lahar.scheduler.plugins._shared.victims import VictimFilter
 
 __all__ = ["Budget", "Pdb", "allowed_victims", "budgets"]
 
@@ -69,7 +70,7 @@ def allowed_victims(budget_list: Sequence[Budget], pods: Sequence[tuple[str, str
     return out
 
 
-class Pdb:
+class Pdb(VictimFilter):
     name = "pdb"
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
@@ -86,15 +87,6 @@ class Pdb:
             (t.namespace, t.name, (t.pod.get("metadata") or {}).get("labels") or {}) for t in tasks])
         return [t for t, ok in zip(tasks, keep, strict=True) if ok]
 
-    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> list[Task] | None:
-        return self._filter(preemptees)
-
-    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> list[Task] | None:
-        return self._filter(reclaimees)
-
-    def victim_filter(self, victims: list[Task]) -> list[Task]:
-        """shuffle's victims, less those a budget protects."""
-        return self._filter(victims)
 
     def on_session_close(self, ssn: Session) -> None:
         self.budgets = []

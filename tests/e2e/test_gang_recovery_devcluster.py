@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from lahar.kube import errors, kubeconfig
+from lahar.kube import errors
 from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
 from tests.builders import podgroup, queue
-from tests.support import install_crds, wait_for
+from tests.support import scheduling_devcluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")]
 
@@ -41,15 +41,8 @@ LOST = "cpu-small-1"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, RestClient]]:
-    from lahar.devcluster.runtime import Cluster
-
-    c = Cluster(data_dir=tmp_path_factory.mktemp("gangs") / "data", port=0, profile="cpu-small", nodes=2).start()
-    client = RestClient(kubeconfig.load(str(c.kubeconfig)))
-    try:
-        install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
-        yield c, client
-    finally:
-        c.stop()
+    with scheduling_devcluster(tmp_path_factory.mktemp("gangs") / "data") as both:
+        yield both
 
 
 def _pod(name: str, group: str) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 import yaml
 
-from lahar.kube import errors, kubeconfig
+from lahar.kube import errors
 from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
 from tests.builders import pod_template, queue, vcjob
-from tests.support import install_crds, wait_for
+from tests.support import scheduling_devcluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")]
 
@@ -60,16 +60,8 @@ def _job() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, RestClient]]:
-    from lahar.devcluster.runtime import Cluster
-
-    c = Cluster(data_dir=tmp_path_factory.mktemp("volumes") / "data", port=0, profile="cpu-small", nodes=2).start()
-    client = RestClient(kubeconfig.load(str(c.kubeconfig)))
-    try:
-        install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml",
-                     "batch.volcano.sh_jobs.yaml")
-        yield c, client
-    finally:
-        c.stop()
+    with scheduling_devcluster(tmp_path_factory.mktemp("volumes") / "data", crds=("batch.volcano.sh_jobs.yaml",)) as both:
+        yield both
 
 
 def _kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:

@@ -8,13 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from lahar.kube import kubeconfig
 from lahar.kube.rest import RestClient
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.registry import in_tree_registry
 from lahar.scheduler.session import run_once
 from tests.builders import podgroup, queue
-from tests.support import install_crds
+from tests.support import scheduling_devcluster
 
 pytestmark = pytest.mark.integration
 
@@ -28,15 +27,8 @@ tiers:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, RestClient]]:
-    from lahar.devcluster.runtime import Cluster
-
-    c = Cluster(data_dir=tmp_path_factory.mktemp("sched") / "data", port=0, profile="cpu-small", nodes=2).start()
-    client = RestClient(kubeconfig.load(str(c.kubeconfig)))
-    try:
-        install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
-        yield c, client
-    finally:
-        c.stop()
+    with scheduling_devcluster(tmp_path_factory.mktemp("sched") / "data") as both:
+        yield both
 
 
 def _pod(name: str, cpu: str, *, group: str | None = None, node: str | None = None) -> dict:

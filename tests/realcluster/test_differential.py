@@ -123,12 +123,14 @@ def outcomes(case: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]
 
 
 # ------------------------------------------------------------------------------------------------------ fixtures
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+@contextlib.contextmanager
+def differential_cluster(workdir: Path, conf: str, extra: list[dict[str, Any]] = ()) -> Iterator[RealCluster]:  # type: ignore[assignment]
+    """A real cluster with kwok nodes, lahar's CRDs, the namespaces, `conf` for both schedulers (lahar's from its
+    ConfigMap, vc-scheduler's from a file) and `extra` objects; skips naming a missing peer."""
     reason = missing("etcd", "kube-apiserver", "kwok", "vc-scheduler")
     if reason:
         pytest.skip(reason)
-    c = RealCluster(tmp_path_factory.mktemp("differential")).start()
+    c = RealCluster(workdir).start()
     try:
         _kubectl(c, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
         _kubectl(c, "wait", "--for=condition=Established", "--timeout=120s", "crd", "--all")
@@ -137,11 +139,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
             {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {"name": "lahar-scheduler-configmap", "namespace": "volcano-system"},
-             "data": {"volcano-scheduler.conf": CONF}}]))
-        (c.workdir / "volcano-scheduler.conf").write_text(CONF)
+             "data": {"volcano-scheduler.conf": conf}}, *extra]))
+        (c.workdir / "volcano-scheduler.conf").write_text(conf)
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    with differential_cluster(tmp_path_factory.mktemp("differential"), CONF) as c:
+        yield c
 
 
 def _kubectl(c: RealCluster, *args: str, stdin: str | None = None) -> str:

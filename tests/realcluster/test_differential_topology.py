@@ -12,18 +12,24 @@ Marked `real`; skips naming the peer when vc-scheduler, kube-apiserver or kwok a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.realcluster.cluster import RealCluster, missing
-from tests.realcluster.test_differential import NS, _kubectl, _lahar_once, _pods, _reset, _volcano_cycle
+from tests.realcluster.cluster import RealCluster
+from tests.realcluster.test_differential import (
+    NS,
+    _kubectl,
+    _lahar_once,
+    _pods,
+    _reset,
+    _volcano_cycle,
+    differential_cluster,
+)
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("realcluster")]
 
-ROOT = Path(__file__).resolve().parents[2]
 CONF = """\
 actions: "enqueue, allocate"
 tiers:
@@ -109,27 +115,12 @@ def outcomes(tag: str, gangs: list[tuple[int, int | None]], pods: list[dict[str,
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    reason = missing("etcd", "kube-apiserver", "kwok", "vc-scheduler")
-    if reason:
-        pytest.skip(reason)
-    c = RealCluster(tmp_path_factory.mktemp("differential-topology")).start()
-    try:
-        _kubectl(c, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
-        _kubectl(c, "wait", "--for=condition=Established", "--timeout=120s", "crd", "--all")
-        _kubectl(c, "apply", "-f", "-", stdin=yaml.safe_dump_all([
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
-             "spec": {"weight": 1, "reclaimable": True}},
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": "lahar-scheduler-configmap", "namespace": "volcano-system"},
-             "data": {"volcano-scheduler.conf": CONF}}]))
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+             "spec": {"weight": 1, "reclaimable": True}}
+    with differential_cluster(tmp_path_factory.mktemp("differential-topology"), CONF, [queue]) as c:
         _kubectl(c, "patch", "queues.scheduling.volcano.sh", "default", "--subresource=status", "--type=merge",
                  "-p", '{"status": {"state": "Open"}}')
-        (c.workdir / "volcano-scheduler.conf").write_text(CONF)
         yield c
-    finally:
-        c.stop()
 
 
 @pytest.mark.parametrize(("gangs", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
