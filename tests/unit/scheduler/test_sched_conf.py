@@ -269,3 +269,18 @@ def test_volcano_example_confs_parse() -> None:
     for path in paths:
         c = confs.load(path.read_text())
         assert c.actions
+
+
+# What Volcano's pkg/scheduler/actions/factory.go and pkg/scheduler/plugins/factory.go register (v1.13 and the
+# main branch of 2026-08), as data: a conf naming any of them must load in lahar.
+VOLCANO_ACTIONS = {"enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle"}
+VOLCANO_PLUGINS = {"drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", "conformance", "binpack",
+                   "resource-strategy-fit", "tdm", "overcommit", "sla", "task-topology", "numa-aware", "cdp",
+                   "rescheduling", "usage", "pdb", "nodegroup", "network-topology-aware", "proportion", "capacity",
+                   "extender", "resourcequota"}
+
+
+def test_every_action_and_plugin_volcano_registers_is_in_the_registry() -> None:
+    registry = in_tree_registry()
+    assert VOLCANO_ACTIONS - set(registry.action_names) == set()
+    assert VOLCANO_PLUGINS - set(registry.plugin_names) == set()
