@@ -30,9 +30,12 @@ ALLOCATE_CONF = tiers_conf("allocate", ["gang", "proportion", "predicates", "nod
 
 
 def run(*, pods: list[Any] = (), nodes: list[Any] = (), podgroups: list[Any] = (), queues: list[Any] = (),
-        priority_classes: list[Any] = (), conf: str = ALLOCATE_CONF) -> Decisions:  # type: ignore[assignment]
+        priority_classes: list[Any] = (), conf: str = ALLOCATE_CONF,  # type: ignore[assignment]
+        **others: list[Any]) -> Decisions:
+    """One session; `others` are more of `snapshot.build`'s kinds (e.g. `persistentvolumeclaims=[...]`)."""
     registry = in_tree_registry()
     c = confs.load(conf, actions=registry.action_names, plugins=registry.plugin_names)
     snap = snapshots.build(pods=objs(list(pods)), nodes=objs(list(nodes)), podgroups=objs(list(podgroups)),
-                           queues=objs(list(queues)), priority_classes=objs(list(priority_classes)))
+                           queues=objs(list(queues)), priority_classes=objs(list(priority_classes)),
+                           **{kind: objs(list(items)) for kind, items in others.items()})
     return run_session(snap, c, registry=registry, uid="ssn-1")

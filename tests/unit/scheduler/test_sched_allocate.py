@@ -171,6 +171,21 @@ def _with_pvc(p: pod, claim: str) -> pod:
     return p
 
 
+def _storage(*pvs: str) -> dict[str, list[dict[str, Any]]]:
+    """Upstream's volume objects: StorageClass `sc` (WaitForFirstConsumer), claims pvc1 and pvc2 of 1Gi in `c1`,
+    and the named 2Gi PVs of that class (no node affinity)."""
+    sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "sc"},
+          "provisioner": "ignore-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}
+    claims = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": n, "namespace": "c1"},
+               "spec": {"storageClassName": "sc", "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Pending"}}
+              for n in ("pvc1", "pvc2")]
+    volumes = [{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": n},
+                "spec": {"storageClassName": "sc", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}},
+                "status": {"phase": "Available"}} for n in pvs]
+    return {"storageclasses": [sc], "persistentvolumeclaims": claims, "persistentvolumes": volumes}
+
+
 def _with_claim(p: pod, claim: str) -> pod:
     p.obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
     p.obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu", "request": "gpu"}]
@@ -206,13 +221,14 @@ UPSTREAM: list[dict[str, Any]] = [
          podgroups=[podgroup("pg1").min(2)],
          pods=[_with_pvc(pod("p1").req("1", "1G").group("pg1"), "pvc1"),
                _with_pvc(pod("p2").req("1", "1G").group("pg1"), "pvc2")],
-         nodes=[node("n1").alloc("1", "4Gi", 10)], queues=[queue("c1")], conf=VOLUME_CONF, binds={}),
-    dict(id="pvc-static-pv-node-big-enough",  # lahar does no volume binding; with PVs for both claims, same result
+         nodes=[node("n1").alloc("1", "4Gi", 10)], queues=[queue("c1")], conf=VOLUME_CONF, binds={},
+         others=_storage("pv1")),
+    dict(id="pvc-static-pv-node-big-enough",  # a static PV for each claim: both pods bind
          podgroups=[podgroup("pg1").min(2)],
          pods=[_with_pvc(pod("p1").req("1", "1G").group("pg1"), "pvc1"),
                _with_pvc(pod("p2").req("1", "1G").group("pg1"), "pvc2")],
          nodes=[node("n2").alloc("2", "4Gi", 10)], queues=[queue("c1")], conf=VOLUME_CONF,
-         binds={"c1/p1": "n2", "c1/p2": "n2"}),
+         binds={"c1/p1": "n2", "c1/p2": "n2"}, others=_storage("pv1", "pv2")),
     dict(id="dra-claim-allocated",  # lahar does not read ResourceClaims; the claim is satisfiable, same result
          podgroups=[podgroup("pg1").min(1)],
          pods=[_with_claim(pod("p1").req("1", "1G").group("pg1"), "claim1")],
@@ -230,7 +246,7 @@ UPSTREAM: list[dict[str, Any]] = [
                                   if "xfail" in c else c for c in UPSTREAM], ids=[c["id"] for c in UPSTREAM])
 def test_allocate_upstream(case: dict[str, Any]) -> None:
     d = run(pods=case["pods"], nodes=case["nodes"], podgroups=case["podgroups"], queues=case["queues"],
-            conf=case["conf"])
+            conf=case["conf"], **case.get("others", {}))
     assert d.bind_map() == case["binds"]
 
 def test_pipelines_onto_releasing_resources() -> None:
