@@ -440,6 +440,25 @@ def workers_section(args: argparse.Namespace, tmp: Path, env: dict, ctx: ssl.SSL
 # -- main ------------------------------------------------------------------------------------------------------------
 
 
+
+def webhook_workdir(prefix: str) -> Path:
+    """A temporary folder with a CA (`ca.crt`), the webhook's serving pair (`tls.crt`, `tls.key`) for 127.0.0.1,
+    and `state.yaml`: the namespace and the Inqueue PodGroup the reviews' pods belong to."""
+    from lahar.certs import authority
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    ca = authority.new_ca("lahar-bench-ca", 1)
+    authority.write(authority.issue(ca, common_name="127.0.0.1", hosts=["127.0.0.1", "localhost"], days=1),
+                    tmp / "tls.crt", tmp / "tls.key")
+    (tmp / "ca.crt").write_bytes(ca.cert_pem)
+    (tmp / "state.yaml").write_text(orjson.dumps({
+        "apiVersion": "v1", "kind": "List",
+        "items": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+                  {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                   "metadata": {"name": "dist-train-3f1c", "namespace": "team-a"},
+                   "spec": {"minMember": 5, "queue": "default"}, "status": {"phase": "Inqueue"}}]}).decode())
+    return tmp
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per run")
@@ -465,19 +484,7 @@ def main() -> int:
         serve_bare(args.serve_bare, args.cert, args.key, args.http)
         return 0
 
-    from lahar.certs import authority
-
-    tmp = Path(tempfile.mkdtemp(prefix="lahar-bench-admission-"))
-    ca = authority.new_ca("lahar-bench-ca", 1)
-    authority.write(authority.issue(ca, common_name="127.0.0.1", hosts=["127.0.0.1", "localhost"], days=1),
-                    tmp / "tls.crt", tmp / "tls.key")
-    (tmp / "ca.crt").write_bytes(ca.cert_pem)
-    (tmp / "state.yaml").write_text(orjson.dumps({
-        "apiVersion": "v1", "kind": "List",
-        "items": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
-                  {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                   "metadata": {"name": "dist-train-3f1c", "namespace": "team-a"},
-                   "spec": {"minMember": 5, "queue": "default"}, "status": {"phase": "Inqueue"}}]}).decode())
+    tmp = webhook_workdir("lahar-bench-admission-")
     cert, key, ca_path = str(tmp / "tls.crt"), str(tmp / "tls.key"), str(tmp / "ca.crt")
     ctx = ssl.create_default_context(cafile=ca_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -24,18 +24,15 @@ import os
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.admission import _free_port, _wait_healthy, pod_object  # noqa: E402
+from bench.admission import _free_port, _wait_healthy, pod_object, webhook_workdir  # noqa: E402
 
 
 def _deployment_pod() -> dict[str, Any]:
@@ -115,26 +112,15 @@ def main() -> int:
     if args.quick:
         vars(args).update({"pods": 500})
 
-    from lahar.certs import authority
     from lahar.devcluster.admission import WebhookAdmission
 
-    tmp = Path(tempfile.mkdtemp(prefix="lahar-bench-burst-"))
-    ca = authority.new_ca("lahar-bench-ca", 1)
-    authority.write(authority.issue(ca, common_name="127.0.0.1", hosts=["127.0.0.1", "localhost"], days=1),
-                    tmp / "tls.crt", tmp / "tls.key")
-    (tmp / "ca.crt").write_bytes(ca.cert_pem)
-    (tmp / "state.yaml").write_text(orjson.dumps({
-        "apiVersion": "v1", "kind": "List",
-        "items": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
-                  {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                   "metadata": {"name": "dist-train-3f1c", "namespace": "team-a"},
-                   "spec": {"minMember": 5, "queue": "default"}, "status": {"phase": "Inqueue"}}]}).decode())
+    tmp = webhook_workdir("lahar-bench-burst-")
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "lahar.cli", "webhook", "--host", "127.0.0.1", "--port", str(port),
                              "--cert", str(tmp / "tls.crt"), "--key", str(tmp / "tls.key"),
                              "--state", str(tmp / "state.yaml")], env=env, stdout=subprocess.DEVNULL)
-    store, pods_rt = _store_with_webhooks(f"https://127.0.0.1:{port}", ca.cert_pem)
+    store, pods_rt = _store_with_webhooks(f"https://127.0.0.1:{port}", (tmp / "ca.crt").read_bytes())
     chain = WebhookAdmission(store, max_workers=args.threads * 2)
     try:
         _wait_healthy(port, ssl.create_default_context(cafile=str(tmp / "ca.crt")), proc)
