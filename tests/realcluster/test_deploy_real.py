@@ -89,14 +89,20 @@ def test_kustomize_base_is_stored_by_the_real_server(kubectl: Kubectl) -> None:
 
 
 def test_kubectl_explain_reads_lahars_crds(kubectl: Kubectl) -> None:
-    kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh", "--timeout=60s", check=False)
+    # the CRDs themselves, whichever test ran before (client-side apply: "unchanged" after the kustomize base)
+    kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh", "--timeout=60s")
     # Established comes before the kind is in the server's discovery documents (updated asynchronously; seconds
     # under load), and kubectl explain maps the short name through discovery
     deadline = time.monotonic() + 60
     while "vcjob" not in kubectl("api-resources", "--api-group=batch.volcano.sh", check=False).stdout:
         assert time.monotonic() < deadline, "batch.volcano.sh jobs never appeared in discovery"
         time.sleep(1)
-    out = kubectl("explain", "vcjob.spec.tasks").stdout
+    # and the CRD's schema reaches the server's OpenAPI v3 documents (which explain reads) later still
+    while (explained := kubectl("explain", "vcjob.spec.tasks", check=False)).returncode != 0:
+        assert time.monotonic() < deadline, explained.stderr
+        time.sleep(1)
+    out = explained.stdout
     assert "KIND:       Job" in out and "GROUP:      batch.volcano.sh" in out, out
     for field in ("replicas", "minAvailable", "template", "policies"):
         assert f"  {field}\t" in out, (field, out)
