@@ -106,5 +106,8 @@ def test_kubectl_explain_reads_lahars_crds(kubectl: Kubectl) -> None:
     assert "KIND:       Job" in out and "GROUP:      batch.volcano.sh" in out, out
     for field in ("replicas", "minAvailable", "template", "policies"):
         assert f"  {field}\t" in out, (field, out)
-    queue = kubectl("explain", "queue.spec.weight").stdout
+    while (queue_out := kubectl("explain", "queue.spec.weight", check=False)).returncode != 0:
+        assert time.monotonic() < deadline + 60, queue_out.stderr
+        time.sleep(1)
+    queue = queue_out.stdout
     assert "FIELD: weight <integer>" in queue, queue
