@@ -96,28 +96,35 @@ def test_vcjob_is_mutated_with_volcanos_defaults(lahar_stack: LaharStack, ns: st
     assert [t["minAvailable"] for t in spec["tasks"]] == [2, 1]
 
 
-def _users_writes(lahar_stack: LaharStack, ns: str, name: str) -> tuple[Any, ...]:
-    """What a user's write would change: generation, spec, and kubectl's managedFields entries with their times.
-    Not the resourceVersion: lahar's controllers may be running on this cluster and write the Job's status."""
+def _users_writes(lahar_stack: LaharStack, ns: str, name: str, *, times: bool = True) -> tuple[Any, ...]:
+    """What a user's write would change: generation, spec, and kubectl's managedFields entries (the fields each
+    owns, and with `times` when it last wrote). Not the resourceVersion: lahar's controllers may be running on
+    this cluster and write the Job's status."""
     obj = lahar_stack.kubectl.json("get", "vcjob", name, "-n", ns, "--show-managed-fields")
     meta = obj["metadata"]
-    kubectl = sorted((m["manager"], m["operation"], m.get("time") or "") for m in meta.get("managedFields") or ()
-                     if m["manager"].startswith("kubectl"))
+    kubectl = sorted((m["manager"], m["operation"], json.dumps(m.get("fieldsV1"), sort_keys=True),
+                      (m.get("time") or "") if times else "")
+                     for m in meta.get("managedFields") or () if m["manager"].startswith("kubectl"))
     return meta.get("generation"), json.dumps(obj["spec"], sort_keys=True), kubectl
 
 
 def test_kubectl_apply_twice_is_unchanged_over_the_mutation(lahar_stack: LaharStack, ns: str) -> None:
     """Volcano's CRD leaves `tasks` a plain list, so kubectl's 3-way merge sends it whole (without the defaults the
-    webhook added) and says `configured`; the webhook puts the same defaults back, and the real server, finding
-    nothing changed, writes nothing: same generation (1), spec and kubectl's managedFields."""
+    webhook added) and says `configured`; the webhook puts the same defaults back, and the real server keeps the
+    same generation (1), spec and kubectl's owned fields.
+
+    kubectl's managedFields *time* may move: the patch alone takes `tasks`, so the server stamps kubectl's entry,
+    and it reverts a stamp that is the only change only while the entries keep their order. Once lahar's status
+    writer has written after kubectl, the restamped entry sorts last, the lists differ, and the server writes
+    the new time (kube-apiserver's IgnoreManagedFieldsTimestampsTransformer compares them by index)."""
     job = vcjob("twice")
     first = lahar_stack.kubectl.apply(job, ns).stdout
     assert "job.batch.volcano.sh/twice created" in first
-    before = _users_writes(lahar_stack, ns, "twice")
+    before = _users_writes(lahar_stack, ns, "twice", times=False)
     again = lahar_stack.kubectl.apply(job, ns).stdout
     assert "job.batch.volcano.sh/twice configured" in again, again
     stored = lahar_stack.kubectl.json("get", "vcjob", "twice", "-n", ns)
-    assert _users_writes(lahar_stack, ns, "twice") == before and stored["metadata"]["generation"] == 1
+    assert _users_writes(lahar_stack, ns, "twice", times=False) == before and stored["metadata"]["generation"] == 1
     assert stored["spec"]["tasks"][0]["maxRetry"] == 3 and stored["spec"]["tasks"][0]["minAvailable"] == 1
 
 
