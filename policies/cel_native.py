@@ -374,8 +374,33 @@ class _Builder:
             names.append(str(node.children[1]))
             node = node.children[0]
         names.reverse()
-        target = self.node(node, scope)
         path = tuple(names)
+        root = str(node.children[0]) if not isinstance(node, Token) and node.data == "ident" else None
+        if root is not None and root not in scope:
+            def from_root(d: Mapping[str, Any], s: list[Any]) -> Any:    # `object.spec.x`: no call for `object`
+                v = d.get(root, _MISSING)
+                for name in path:
+                    if type(v) is not dict:
+                        raise Unsure
+                    v = v.get(name, _MISSING)
+                    if v is _MISSING:
+                        raise Unsure
+                return v
+            return from_root
+        if root is not None:
+            slot = scope[root]
+
+            def from_slot(d: Mapping[str, Any], s: list[Any]) -> Any:    # `t.template.spec` in a comprehension
+                v = s[slot]
+                for name in path:
+                    if type(v) is not dict:
+                        raise Unsure
+                    v = v.get(name, _MISSING)
+                    if v is _MISSING:
+                        raise Unsure
+                return v
+            return from_slot
+        target = self.node(node, scope)
 
         def f(d: Mapping[str, Any], s: list[Any]) -> Any:
             v = target(d, s)
@@ -494,13 +519,23 @@ def _args(rest: list[Any]) -> list[Any]:
 
 
 def _library_call(lib: Callable[..., Any], fns: list[Fn]) -> Fn:
+    if len(fns) == 1:
+        (g,) = fns
+
+        def f1(d: Mapping[str, Any], s: list[Any]) -> Any:
+            a = g(d, s)
+            try:
+                return _checked(lib(a))
+            except Exception:
+                raise Unsure from None       # the engine reports the function's error
+        return f1
+
     def f(d: Mapping[str, Any], s: list[Any]) -> Any:
+        args = [g(d, s) for g in fns]
         try:
-            return _checked(lib(*[g(d, s) for g in fns]))
-        except Unsure:
-            raise
+            return _checked(lib(*args))
         except Exception:
-            raise Unsure from None           # the engine reports the function's error
+            raise Unsure from None
     return f
 
 
