@@ -160,7 +160,9 @@ def _evaluate_one(policy: CompiledPolicy, act: cel.Activation, state: dict[str, 
         if not ops:
             continue
         try:
-            patched = jsonpatch.JsonPatch(ops).apply(_copy(state["object"]), in_place=True)
+            patched = patch_copying_paths(state["object"], ops)
+            if patched is _NOT_SIMPLE:
+                patched = jsonpatch.JsonPatch(ops).apply(_copy(state["object"]), in_place=True)
         except jsonpatch.JsonPatchTestFailed:
             continue                                 # a failed `test` op skips the mutation, as in Kubernetes
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
@@ -192,6 +194,89 @@ def _evaluate_one(policy: CompiledPolicy, act: cel.Activation, state: dict[str, 
 
 def _copy(obj: Any) -> Any:
     return orjson.loads(orjson.dumps(obj))
+
+
+_NOT_SIMPLE = object()
+
+
+def _token(tok: str) -> str:
+    return tok.replace("~1", "/").replace("~0", "~") if "~" in tok else tok
+
+
+def patch_copying_paths(obj: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
+    """`ops` applied to a new object that shares every container off the patched paths with `obj` (which is left as
+    it is): the copy of a whole Job per mutation becomes a copy of the few maps along each path. Only `add`,
+    `replace` and `remove` whose every step exists as JSON Patch requires; anything else (`test`, `move`, `copy`,
+    a missing step, a bad index) returns `_NOT_SIMPLE`, and the caller applies the patch with `jsonpatch`, which
+    gives its result or its error."""
+    copied: set[int] = set()
+
+    def own(container: Any) -> Any:
+        fresh = dict(container) if type(container) is dict else list(container)
+        copied.add(id(fresh))
+        return fresh
+
+    root = obj
+    for op in ops:
+        kind, path = op.get("op"), op.get("path")
+        if kind not in ("add", "replace", "remove") or type(path) is not str or not path.startswith("/"):
+            return _NOT_SIMPLE
+        if type(root) is not dict and type(root) is not list:
+            return _NOT_SIMPLE
+        if id(root) not in copied:
+            root = own(root)
+        tokens = [_token(t) for t in path[1:].split("/")]
+        parent = root
+        for tok in tokens[:-1]:
+            if type(parent) is dict:
+                if tok not in parent:
+                    return _NOT_SIMPLE
+                key: Any = tok
+            elif type(parent) is list and _index(tok, len(parent) - 1) is not None:
+                key = int(tok)
+            else:
+                return _NOT_SIMPLE
+            child = parent[key]
+            if type(child) is not dict and type(child) is not list:
+                return _NOT_SIMPLE
+            if id(child) not in copied:
+                child = parent[key] = own(child)
+            parent = child
+        last = tokens[-1]
+        if type(parent) is dict:
+            if kind != "add" and last not in parent:
+                return _NOT_SIMPLE
+            if kind == "remove":
+                del parent[last]
+            else:
+                if "value" not in op:
+                    return _NOT_SIMPLE
+                parent[last] = op["value"]
+        elif type(parent) is list:
+            if kind == "add" and last == "-":
+                if "value" not in op:
+                    return _NOT_SIMPLE
+                parent.append(op["value"])
+                continue
+            i = _index(last, len(parent) if kind == "add" else len(parent) - 1)
+            if i is None or (kind != "remove" and "value" not in op):
+                return _NOT_SIMPLE
+            if kind == "add":
+                parent.insert(i, op["value"])
+            elif kind == "replace":
+                parent[i] = op["value"]
+            else:
+                del parent[i]
+        else:
+            return _NOT_SIMPLE
+    return root
+
+
+def _index(tok: str, highest: int) -> int | None:
+    if not tok.isdigit() or not tok.isascii() or (len(tok) > 1 and tok[0] == "0"):
+        return None
+    i = int(tok)
+    return i if i <= highest else None
 
 
 def _message(val: Validation, program: cel.Program | None, act: cel.Activation) -> str:
