@@ -199,3 +199,13 @@ def test_a_changed_policy_is_compiled_again() -> None:
     assert ap.evaluate([v1], req) == []
     assert [r.kind for r in ap.evaluate([v2], req)] == ["validation"]
     assert v1.validations[0][1].program._native is not v2.validations[0][1].program._native
+
+
+def test_a_map_is_ranged_over_in_its_keys_order() -> None:
+    # The engine ranges over a map in its hash order (`['s', 'v', 'z', ...]` for keys 'z'..'q'); the closures take
+    # the object's own order, which is one of the orders CEL allows and the same on every run.
+    keys = list("zyxwvutsrq")
+    program = cel.compile("object.m.map(k, k)")
+    assert program.evaluate(cel.Activation({"object": {"m": dict.fromkeys(keys, 1)}})) == keys
+    assert sorted(program._program.execute(cel.Activation({"object": {"m": dict.fromkeys(keys, 1)}}).context())) \
+        == sorted(keys)
