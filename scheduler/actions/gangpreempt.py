@@ -3,6 +3,11 @@ of other gangs inside one domain (a HyperNode of its allowed tier when it has a 
 cluster), chosen by `actions/_gang.choose`, then pipelines every pending task there. All in one Statement: when the
 gang is not pipelined after the evictions nothing is evicted. gangpreempt takes lower-priority gangs of its own
 queue; gangreclaim takes gangs of other, reclaimable queues for a queue that is not overused.
+
+Subgroups (PodGroup subGroupPolicy): a preemptor's subgroups are each pipelined whole under a HyperNode of their
+own allowed tier inside the domain, minSubGroups per policy; a victim with subgroups loses whole subgroups only.
+After the commit the preemptor is nominated to the domain and each subgroup to its HyperNode
+(`_network.nominate`): its next sessions place it there.
 """
 
 from __future__ import annotations
@@ -14,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from lahar.kube import selectors
-from lahar.scheduler.actions import _gang, _network
+from lahar.scheduler.actions import _gang, _network, _subgroups
 from lahar.scheduler.actions._util import fits, preempt_candidate_nodes, starving_by_queue
-from lahar.scheduler.framework import hypernodes
+from lahar.scheduler.framework import hypernodes, subgroups
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.framework.snapshot import Job, Queue, Task, TaskStatus
+from lahar.scheduler.framework.snapshot import _READY, Job, Queue, Task, TaskStatus
 from lahar.scheduler.plugins.conformance import CRITICAL
 
 __all__ = ["GangPreempt", "GangReclaim"]
@@ -28,6 +33,7 @@ DEFAULT_MAX_DOMAINS = 8
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 PLANS_PER_DOMAIN = 4  # cheapest plans of a domain tried when the aggregate fits but a pod does not land
 MAX_ATTEMPTS = 8
+_READY_OR_PLACED = frozenset({*_READY, TaskStatus.PIPELINED, TaskStatus.ALLOCATED})
 
 
 class GangPreempt:
@@ -76,27 +82,30 @@ class GangPreempt:
         if not pending or any(ssn.pre_predicate(t) is not None for t in pending):
             return False
         need = np.sum([t.init_resreq for t in pending], axis=0)
-        tries: list[tuple[Any, int, int, _gang.Plan, np.ndarray]] = []
-        for i, rows in enumerate(self.domains(ssn, job)):
+        policies = _subgroups.policies_of(ssn, job)
+        tries: list[tuple[Any, int, int, _gang.Plan, str, np.ndarray]] = []
+        for i, (name, rows) in enumerate(self.domains(ssn, job)):
             plans = _gang.choose(need, self._idle(ssn, rows), self.bundles(ssn, job, rows), PLANS_PER_DOMAIN)
-            if plans and not plans[0].bundles:
+            if plans and not plans[0].bundles and not policies:
                 return False  # room without evicting anything: allocate's business, not ours
-            tries += [(p.cost, i, j, p, rows) for j, p in enumerate(plans)]
+            tries += [(p.cost, i, j, p, name, rows) for j, p in enumerate(plans)]
         tries.sort(key=lambda x: (x[0], x[1], x[2]))  # the fewest victims over every domain, then the lowest tier first
-        return any(self.attempt(ssn, queue, job, pending, rows, plan) for _, _, _, plan, rows in tries[:MAX_ATTEMPTS])
+        tries = [t for t in tries if t[3].bundles] if policies else tries  # subgroups: the aggregate is not enough
+        return any(self.attempt(ssn, queue, job, pending, rows, plan, name, policies)
+                   for _, _, _, plan, name, rows in tries[:MAX_ATTEMPTS])
 
-    def domains(self, ssn: Session, job: Job) -> list[np.ndarray]:
-        """Node rows of each candidate domain: the HyperNodes of a hard-constrained job's allowed tiers, lowest tier
-        first (at most maxDomains), else the whole cluster."""
+    def domains(self, ssn: Session, job: Job) -> list[tuple[str, np.ndarray]]:
+        """(HyperNode, node rows) of each candidate domain: the HyperNodes of a hard-constrained job's allowed tiers,
+        lowest tier first (at most maxDomains), else the whole cluster ("")."""
         con = _network.constraint_of(ssn, job)
         if con is None or con.mode is not hypernodes.Mode.HARD:
-            return [np.arange(len(ssn.nodes), dtype=np.intp)]
+            return [("", np.arange(len(ssn.nodes), dtype=np.intp))]
         tree = _network._tree(ssn)
         allocated = ssn.allocated_hypernodes.get(job.uid, "")
         names = [n for tier in hypernodes.gradient(tree, highest_tier=con.highest_tier, allocated=allocated)
                  for n in tier][: self.max_domains]
         index = ssn.arrays.index
-        return [r for r in (tree.rows(n, index) for n in names) if len(r)]
+        return [(n, r) for n, r in ((n, tree.rows(n, index)) for n in names) if len(r)]
 
     def bundles(self, ssn: Session, preemptor: Job, rows: np.ndarray) -> list[_gang.Bundle]:
         local: dict[str, list[Task]] = {}
@@ -116,6 +125,11 @@ class GangPreempt:
             tasks = local[victim.uid]
             tasks.sort(key=lambda t: (t.pod.get("spec", {}).get("priority") or 0, t.uid))
             everywhere = [t for s in EVICTABLE for t in victim.index.get(s, {}).values()]
+            policies = _subgroups.policies_of(ssn, victim)
+            if policies:
+                out += self._subgroup_bundles(victim, policies, tasks, everywhere, ranks[victim.uid],
+                                              budget_for(budgets, everywhere))
+                continue
             out += _gang.bundles_of(victim.uid, local=[(t.uid, t.resreq) for t in tasks],
                                     running=victim.ready_task_num(), min_available=victim.min_available,
                                     everywhere=sorted(t.uid for t in everywhere), priority=victim.priority,
@@ -123,21 +137,52 @@ class GangPreempt:
                                     budget=budget_for(budgets, everywhere))
         return out
 
+    def _subgroup_bundles(self, victim: Job, policies: list[dict[str, Any]], local: list[Task],
+                          everywhere: list[Task], rank: int, budget: int | None) -> list[_gang.Bundle]:
+        """A victim with a subGroupPolicy: its safe bundle is whole subgroups (`_subgroups.safe_subgroups`) and
+        its pods of no subgroup inside the domain, within its minAvailable surplus; the whole bundle as for any
+        gang."""
+        groups = subgroups.partition(policies, [(t.uid, (t.pod.get("metadata") or {}).get("labels"))
+                                                for t in victim.tasks.values()])
+        alive = {t.uid for t in everywhere}
+        here = {t.uid: t for t in local}
+        grouped = {u for g in groups.values() for u in g.members}
+        views = [_subgroups.VictimGroup(g.uid, g.policy, g.size, tuple(sorted(u for u in g.members if u in alive)),
+                                        sum(1 for u in g.members if u in here)) for g in groups.values()]
+        surplus = victim.ready_task_num() - victim.min_available
+        chosen = set(_subgroups.safe_subgroups(views, subgroups.minimums(policies), max(surplus, 0)
+                                               if surplus >= 0 else len(alive)))
+        safe = [u for v in views if v.uid in chosen for u in v.running]
+        loose = [t.uid for t in local if t.uid not in grouped]
+        room = surplus - len(safe) if surplus >= 0 else len(loose)  # a broken gang: whatever runs here may go
+        safe += loose[:max(room, 0)]
+        out: list[_gang.Bundle] = []
+        freed = [here[u].resreq for u in safe if u in here]
+        if freed and (budget is None or len(safe) <= budget):
+            out.append(_gang.Bundle(victim.uid, False, tuple(safe), np.sum(freed, axis=0), victim.priority, rank))
+        if self.allow_whole and surplus >= 0 and (budget is None or len(alive) <= budget):
+            out.append(_gang.Bundle(victim.uid, True, tuple(sorted(alive)),
+                                    np.sum([t.resreq for t in local], axis=0), victim.priority, rank))
+        return out
+
     def attempt(self, ssn: Session, queue: Queue, job: Job, pending: list[Task], rows: np.ndarray,
-                plan: _gang.Plan) -> bool:
+                plan: _gang.Plan, domain: str = "", policies: list[dict[str, Any]] | None = None) -> bool:
         stmt = ssn.statement()
         by_uid = {t.uid: t for b in plan.bundles for t in _tasks_of(ssn.jobs[b.job])}
         for uid in plan.tasks:
             stmt.evict(by_uid[uid], self.reason)
         inside = set(int(r) for r in rows)
-        arrays = ssn.arrays
-        for task in pending:
-            if not ssn.allocatable(queue, task):
-                continue
-            for node in preempt_candidate_nodes(ssn, task):
-                if node in inside and fits(task.init_resreq, arrays.future_idle_row(node)):
-                    stmt.pipeline(task, node)
-                    break
+        placed_in: dict[str, str] = {}
+        if policies:
+            got = self._pipeline_subgroups(ssn, queue, job, pending, inside, domain, policies)
+            if got is None:
+                stmt.discard()
+                return False
+            sub, placed_in = got
+            stmt.merge(sub)
+        else:
+            for task in pending:
+                self._pipeline_in(ssn, stmt, queue, task, inside)
         if not ssn.job_pipelined(job):
             stmt.discard()
             return False
@@ -147,7 +192,62 @@ class GangPreempt:
             what = "all its running pods" if b.whole else f"{len(b.tasks)} pod(s) above its minAvailable"
             ssn.record_podgroup_event(victim, "Warning", "Evict",
                                       f"{self.name}: {what} evicted for job {job.uid} (priority {job.priority})")
+        if domain or placed_in:
+            _network.nominate(ssn, job, _network.Nomination(domain, placed_in))
         return True
+
+    @staticmethod
+    def _pipeline_in(ssn: Session, stmt: Any, queue: Queue, task: Task, inside: set[int]) -> bool:
+        if not ssn.allocatable(queue, task):
+            return False
+        arrays = ssn.arrays
+        for node in preempt_candidate_nodes(ssn, task):
+            if node in inside and fits(task.init_resreq, arrays.future_idle_row(node)):
+                stmt.pipeline(task, node)
+                return True
+        return False
+
+    def _pipeline_subgroups(self, ssn: Session, queue: Queue, job: Job, pending: list[Task], inside: set[int],
+                            domain: str, policies: list[dict[str, Any]]) -> tuple[Any, dict[str, str]] | None:
+        """After the evictions: each subgroup (allocate's order) whole under the first HyperNode of its allowed
+        tiers inside the domain where all its pending pods fit, then the pods of no subgroup; None when the
+        policies' minSubGroups are not met (nothing stays applied). Also where each subgroup went."""
+        tree = _network._tree(ssn)
+        index = ssn.arrays.index
+        groups = subgroups.partition(policies, [(t.uid, (t.pod.get("metadata") or {}).get("labels"))
+                                                for t in job.tasks.values()])
+        mins = subgroups.minimums(policies)
+        todo = {t.uid: t for t in pending}
+        placed = {g.uid: sum(1 for u in g.members if job.tasks[u].status in _READY_OR_PLACED) for g in groups.values()}
+        stmt = ssn.statement()
+        where: dict[str, str] = {}
+        for gid in _subgroups.order(groups, todo, mins):
+            mine = [todo[u] for u in groups[gid].members if u in todo]
+            if not mine:
+                continue
+            for names in _subgroups.subgroup_domains(tree, domain or None, groups[gid].network_topology):
+                hit = ""
+                for name in names:
+                    rows = inside if name is None else inside & set(int(r) for r in tree.rows(name, index))
+                    sub = ssn.statement()
+                    if all(self._pipeline_in(ssn, sub, queue, t, rows) for t in mine):
+                        stmt.merge(sub)
+                        placed[gid] += len(mine)
+                        hit = name or domain or "-"
+                        break
+                    sub.discard()
+                if hit:
+                    if hit != "-":
+                        where[gid] = hit
+                    break
+        grouped = {u for g in groups.values() for u in g.members}
+        for task in pending:
+            if task.uid not in grouped:
+                self._pipeline_in(ssn, stmt, queue, task, inside)
+        if not subgroups.ready(subgroups.count_ready(groups.values(), placed), mins):
+            stmt.discard()
+            return None
+        return stmt, where
 
     @staticmethod
     def _idle(ssn: Session, rows: np.ndarray) -> np.ndarray:
