@@ -377,23 +377,31 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
 
 def _nominated(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], queue: Queue, tree: hypernodes.Tree,
                name: str, free: np.ndarray) -> tuple[bool, Statement | None]:
-    """Volcano's nomination fast path: the gang in its nominated HyperNode only. (True, statement) when it is
-    ready there, (True, None) when it is pipelined there (its victims are still going: it stays pinned), (False,
-    None) when it fits there no more (nothing stays applied)."""
+    """Volcano's nomination fast path: the gang in its nominated HyperNode only, first on the nodes its pods are
+    nominated to (`status.nominatedNodeName` inside it), then anywhere in it. (True, statement) when it is ready
+    there, (True, None) when it is pipelined there (its victims are still going: it stays pinned), (False, None)
+    when it fits there no more (nothing stays applied)."""
+    index = ssn.arrays.index
     mask = np.zeros(len(ssn.arrays), dtype=bool)
-    mask[tree.rows(name, ssn.arrays.index)] = True
+    mask[tree.rows(name, index)] = True
     mask &= free
-    job.fit_errors.clear()
-    trial = list(tasks)
-    stmt = alloc.place_tasks(ssn, trial, job, queue, mask)
-    if len(stmt) and ssn.job_ready(job):
-        tasks[:] = trial
-        _note(ssn, job, tree, name)
-        return True, stmt
-    if len(stmt) and ssn.job_pipelined(job):
-        tasks[:] = trial
-        return True, None
-    stmt.discard()
+    pinned = np.zeros_like(mask)
+    for t in tasks:
+        row = index.get((t.pod.get("status") or {}).get("nominatedNodeName") or "")
+        if row is not None and mask[row]:
+            pinned[row] = True
+    for where in ([pinned] if pinned.any() and (pinned != mask).any() else []) + [mask]:
+        job.fit_errors.clear()
+        trial = list(tasks)
+        stmt = alloc.place_tasks(ssn, trial, job, queue, where)
+        if len(stmt) and ssn.job_ready(job):
+            tasks[:] = trial
+            _note(ssn, job, tree, name)
+            return True, stmt
+        if len(stmt) and ssn.job_pipelined(job):
+            tasks[:] = trial
+            return True, None
+        stmt.discard()
     job.fit_errors.clear()
     return False, None
 

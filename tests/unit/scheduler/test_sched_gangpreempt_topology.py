@@ -211,6 +211,23 @@ def test_while_its_victims_terminate_the_gang_stays_pipelined_where_nominated() 
     assert KEY not in d.podgroup_annotations.get("c1/hi", {})
 
 
+@pytest.mark.parametrize("nominated", [True, False], ids=["pods-nominated", "control-pods-not-nominated"])
+def test_inside_the_nominated_hypernode_the_pods_go_to_their_nominated_nodes(nominated: bool) -> None:
+    """s1 has three free nodes; hi's pods were nominated to n4 and n5 (Volcano's per-task NominatedNodeName):
+    they go there, not to the first nodes of the node order."""
+    racks = [hypernode("s0", 1, "n1", "n2"), hypernode("s1", 1, "n3", "n4", "n5"),
+             hypernode("s2", 2, children=("s0", "s1"))]
+    pg = hard(wanting("hi", 2)).annotate(**{KEY: _network.encode_nomination(Nomination("s1"))})
+    pods = [pod("b1").req("2", "1G").group("hi"), pod("b2").req("2", "1G").group("hi")]
+    if nominated:
+        for p, node in zip(pods, ("n4", "n5"), strict=True):
+            p.obj.setdefault("status", {})["nominatedNodeName"] = node
+    d = run(nodes=[*NODES, n("n5")], hypernodes=racks, podgroups=[pg], pods=pods)
+    got = set(d.bind_map().values())
+    assert got <= {"n3", "n4", "n5"} and len(got) == 2
+    assert (got == {"n4", "n5"}) is nominated
+
+
 def test_a_nomination_that_no_longer_fits_lapses() -> None:
     """The rack hi was nominated to was taken (s1 full again): the nomination is dropped, hi is placed by the
     normal search (s0, free now)."""
