@@ -83,28 +83,36 @@ class GangPreempt:
             return False
         need = np.sum([t.init_resreq for t in pending], axis=0)
         policies = _subgroups.policies_of(ssn, job)
+        if policies:  # dry-run each domain, then take the one with the fewest victims (then the lowest tier)
+            found = [(cost, i, name, rows) for i, (name, rows) in enumerate(self.domains(ssn, job, need))
+                     if (cost := self.preempt_subgroups(ssn, queue, job, pending, name, rows, policies)) is not None]
+            return bool(found) and self.preempt_subgroups(ssn, queue, job, pending, *min(
+                found, key=lambda x: (x[0], x[1]))[2:], policies, dry_run=False) is not None
         tries: list[tuple[Any, int, int, _gang.Plan, str, np.ndarray]] = []
-        for i, (name, rows) in enumerate(self.domains(ssn, job)):
+        for i, (name, rows) in enumerate(self.domains(ssn, job, need)):
             plans = _gang.choose(need, self._idle(ssn, rows), self.bundles(ssn, job, rows), PLANS_PER_DOMAIN)
-            if plans and not plans[0].bundles and not policies:
+            if plans and not plans[0].bundles:
                 return False  # room without evicting anything: allocate's business, not ours
             tries += [(p.cost, i, j, p, name, rows) for j, p in enumerate(plans)]
         tries.sort(key=lambda x: (x[0], x[1], x[2]))  # the fewest victims over every domain, then the lowest tier first
-        tries = [t for t in tries if t[3].bundles] if policies else tries  # subgroups: the aggregate is not enough
-        return any(self.attempt(ssn, queue, job, pending, rows, plan, name, policies)
+        return any(self.attempt(ssn, queue, job, pending, rows, plan, name)
                    for _, _, _, plan, name, rows in tries[:MAX_ATTEMPTS])
 
-    def domains(self, ssn: Session, job: Job) -> list[tuple[str, np.ndarray]]:
-        """(HyperNode, node rows) of each candidate domain: the HyperNodes of a hard-constrained job's allowed tiers,
-        lowest tier first (at most maxDomains), else the whole cluster ("")."""
+    def domains(self, ssn: Session, job: Job, need: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
+        """(HyperNode, node rows) of each candidate domain: the HyperNodes of a hard-constrained job's allowed tiers
+        whose nodes could hold `need` when empty (Volcano's PurposeEvict gradient), lowest tier first (at most
+        maxDomains), else the whole cluster ("")."""
         con = _network.constraint_of(ssn, job)
         if con is None or con.mode is not hypernodes.Mode.HARD:
             return [("", np.arange(len(ssn.nodes), dtype=np.intp))]
         tree = _network._tree(ssn)
         allocated = ssn.allocated_hypernodes.get(job.uid, "")
-        names = [n for tier in hypernodes.gradient(tree, highest_tier=con.highest_tier, allocated=allocated)
-                 for n in tier][: self.max_domains]
         index = ssn.arrays.index
+
+        def big_enough(name: str) -> bool:
+            return need is None or fits(need, ssn.arrays.allocatable[tree.rows(name, index)].sum(axis=0))
+        names = [n for tier in hypernodes.gradient(tree, highest_tier=con.highest_tier, allocated=allocated,
+                                                   eligible=big_enough) for n in tier][: self.max_domains]
         return [(n, r) for n, r in ((n, tree.rows(n, index)) for n in names) if len(r)]
 
     def bundles(self, ssn: Session, preemptor: Job, rows: np.ndarray) -> list[_gang.Bundle]:
@@ -166,35 +174,38 @@ class GangPreempt:
         return out
 
     def attempt(self, ssn: Session, queue: Queue, job: Job, pending: list[Task], rows: np.ndarray,
-                plan: _gang.Plan, domain: str = "", policies: list[dict[str, Any]] | None = None) -> bool:
+                plan: _gang.Plan, domain: str = "") -> bool:
         stmt = ssn.statement()
-        by_uid = {t.uid: t for b in plan.bundles for t in _tasks_of(ssn.jobs[b.job])}
-        for uid in plan.tasks:
-            stmt.evict(by_uid[uid], self.reason)
+        self._evict(ssn, stmt, plan)
         inside = set(int(r) for r in rows)
-        placed_in: dict[str, str] = {}
-        if policies:
-            got = self._pipeline_subgroups(ssn, queue, job, pending, inside, domain, policies)
-            if got is None:
-                stmt.discard()
-                return False
-            sub, placed_in = got
-            stmt.merge(sub)
-        else:
-            for task in pending:
-                self._pipeline_in(ssn, stmt, queue, task, inside)
+        for task in pending:
+            self._pipeline_in(ssn, stmt, queue, task, inside)
         if not ssn.job_pipelined(job):
             stmt.discard()
             return False
+        self._commit(ssn, stmt, job, [plan], _network.Nomination(domain))
+        return True
+
+    def _evict(self, ssn: Session, stmt: Any, plan: _gang.Plan) -> None:
+        by_uid = {t.uid: t for b in plan.bundles for t in _tasks_of(ssn.jobs[b.job])}
+        for uid in plan.tasks:
+            if by_uid[uid].status in self.statuses:  # one evicted for an earlier subgroup is already going
+                stmt.evict(by_uid[uid], self.reason)
+
+    def _commit(self, ssn: Session, stmt: Any, job: Job, plans: list[_gang.Plan],
+                nomination: _network.Nomination) -> None:
         stmt.commit()
-        for b in plan.bundles:
+        seen: set[str] = set()
+        for b in (b for plan in plans for b in plan.bundles):
+            if b.job in seen:
+                continue  # one event per victim even when two subgroups' plans took from it
+            seen.add(b.job)
             victim = ssn.jobs[b.job]
             what = "all its running pods" if b.whole else f"{len(b.tasks)} pod(s) above its minAvailable"
             ssn.record_podgroup_event(victim, "Warning", "Evict",
                                       f"{self.name}: {what} evicted for job {job.uid} (priority {job.priority})")
-        if domain or placed_in:
-            _network.nominate(ssn, job, _network.Nomination(domain, placed_in))
-        return True
+        if nomination:
+            _network.nominate(ssn, job, nomination)
 
     @staticmethod
     def _pipeline_in(ssn: Session, stmt: Any, queue: Queue, task: Task, inside: set[int]) -> bool:
@@ -207,47 +218,73 @@ class GangPreempt:
                 return True
         return False
 
-    def _pipeline_subgroups(self, ssn: Session, queue: Queue, job: Job, pending: list[Task], inside: set[int],
-                            domain: str, policies: list[dict[str, Any]]) -> tuple[Any, dict[str, str]] | None:
-        """After the evictions: each subgroup (allocate's order) whole under the first HyperNode of its allowed
-        tiers inside the domain where all its pending pods fit, then the pods of no subgroup; None when the
-        policies' minSubGroups are not met (nothing stays applied). Also where each subgroup went."""
+    def preempt_subgroups(self, ssn: Session, queue: Queue, job: Job, pending: list[Task], domain: str,
+                          rows: np.ndarray, policies: list[dict[str, Any]], *,
+                          dry_run: bool = True) -> tuple[int, int, int] | None:
+        """A preemptor with a subGroupPolicy, in one domain: its subgroups in allocate's order, each whole under a
+        HyperNode of its allowed tiers inside the domain (lowest tier first): per HyperNode the cheapest victim
+        sets that free room for the subgroup (`_gang.choose`), the cheapest over the tier tried first, until its
+        pods are pipelined there; then the pods of no subgroup. When every policy has minSubGroups ready
+        subgroups and the gang is pipelined: the victims' total cost (broken gangs, pods, priority), committed
+        unless `dry_run`; else None. A dry run leaves nothing applied."""
         tree = _network._tree(ssn)
         index = ssn.arrays.index
+        inside = set(int(r) for r in rows)
         groups = subgroups.partition(policies, [(t.uid, (t.pod.get("metadata") or {}).get("labels"))
                                                 for t in job.tasks.values()])
         mins = subgroups.minimums(policies)
         todo = {t.uid: t for t in pending}
         placed = {g.uid: sum(1 for u in g.members if job.tasks[u].status in _READY_OR_PLACED) for g in groups.values()}
         stmt = ssn.statement()
+        plans: list[_gang.Plan] = []
         where: dict[str, str] = {}
         for gid in _subgroups.order(groups, todo, mins):
             mine = [todo[u] for u in groups[gid].members if u in todo]
             if not mine:
                 continue
+            need = np.sum([t.init_resreq for t in mine], axis=0)
             for names in _subgroups.subgroup_domains(tree, domain or None, groups[gid].network_topology):
-                hit = ""
-                for name in names:
-                    rows = inside if name is None else inside & set(int(r) for r in tree.rows(name, index))
+                tries = []
+                for k, name in enumerate(names):
+                    here = rows if name is None else np.array(
+                        sorted(inside & set(int(r) for r in tree.rows(name, index))), dtype=np.intp)
+                    if not len(here):
+                        continue
+                    for j, plan in enumerate(_gang.choose(need, self._idle(ssn, here), self.bundles(ssn, job, here),
+                                                          PLANS_PER_DOMAIN)):
+                        tries.append((plan.cost, k, j, name, plan, here))
+                tries.sort(key=lambda x: (x[0], x[1], x[2]))
+                hit = False
+                for _, _, _, name, plan, here in tries[:MAX_ATTEMPTS]:
                     sub = ssn.statement()
-                    if all(self._pipeline_in(ssn, sub, queue, t, rows) for t in mine):
+                    self._evict(ssn, sub, plan)
+                    allowed = set(int(r) for r in here)
+                    if all(self._pipeline_in(ssn, sub, queue, t, allowed) for t in mine):
                         stmt.merge(sub)
+                        plans.append(plan)
                         placed[gid] += len(mine)
-                        hit = name or domain or "-"
+                        if name or domain:
+                            where[gid] = name or domain
+                        hit = True
                         break
                     sub.discard()
                 if hit:
-                    if hit != "-":
-                        where[gid] = hit
                     break
         grouped = {u for g in groups.values() for u in g.members}
         for task in pending:
             if task.uid not in grouped:
                 self._pipeline_in(ssn, stmt, queue, task, inside)
-        if not subgroups.ready(subgroups.count_ready(groups.values(), placed), mins):
-            stmt.discard()
+        if not (plans and any(p.bundles for p in plans)) or not subgroups.ready(
+                subgroups.count_ready(groups.values(), placed), mins) or not ssn.job_pipelined(job):
+            stmt.discard()  # nothing to evict (allocate's business), or the gang still does not fit
             return None
-        return stmt, where
+        costs = [p.cost for p in plans]
+        total = (sum(c[0] for c in costs), sum(c[1] for c in costs), sum(c[2] for c in costs))
+        if dry_run:
+            stmt.discard()
+        else:
+            self._commit(ssn, stmt, job, plans, _network.Nomination(domain, where))
+        return total
 
     @staticmethod
     def _idle(ssn: Session, rows: np.ndarray) -> np.ndarray:

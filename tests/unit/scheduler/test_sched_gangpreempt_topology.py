@@ -277,6 +277,22 @@ def test_every_preemptor_subgroup_gets_a_whole_rack_with_the_fewest_victims() ->
 THREE_RACKS_NAMES = {"r0", "r1", "r2", "sp"}
 
 
+def test_a_subgroup_takes_the_rack_that_needs_the_fewest_victims_even_when_the_aggregate_fits() -> None:
+    """Five of eight nodes are free, enough for the gang's 4 pods in sum, but the subgroup needs a whole rack of
+    4: r1 (one victim) is freed, not r0 (two)."""
+    racks = [hypernode("r0", 1, "n1", "n2", "n3", "n4"), hypernode("r1", 1, "n5", "n6", "n7", "n8"),
+             hypernode("sp", 2, children=("r0", "r1"))]
+    pods = [pod("x1").req("2", "1G").group("x").on("n1"), pod("y1").req("2", "1G").group("y").on("n2"),
+            pod("v1").req("2", "1G").group("v").on("n6")]
+    pods += [pod(f"t0{i}").req("2", "1G").group("hi").label(rank="0") for i in range(4)]
+    policy_pg = hard(tp("hi", subgroups=1, min_sub=1, min_=4), tier=2)
+    policy_pg.obj["spec"]["subGroupPolicy"][0]["subGroupSize"] = 4
+    d = run(nodes=[n(f"n{i}") for i in range(1, 9)], hypernodes=racks,
+            podgroups=[running("x"), running("y"), running("v"), policy_pg], pods=pods)
+    assert evicted(d) == ["v1"]
+    assert sorted(d.pipelined.values()) == ["n5", "n6", "n7", "n8"]
+
+
 def test_a_victim_with_subgroups_loses_a_whole_subgroup() -> None:
     """lo runs 2 subgroups of 2 (minSubGroups 1, minAvailable 2): its safe bundle is one whole subgroup, not the
     first two pods by name (p1 of one subgroup and p2 of the other)."""
