@@ -5,7 +5,8 @@ gang is not pipelined after the evictions nothing is evicted. gangpreempt takes 
 queue; gangreclaim takes gangs of other, reclaimable queues for a queue that is not overused.
 
 Subgroups (PodGroup subGroupPolicy): a preemptor's subgroups are each pipelined whole under a HyperNode of their
-own allowed tier inside the domain, minSubGroups per policy; a victim with subgroups loses whole subgroups only.
+own allowed tier inside the domain, minSubGroups per policy, victims chosen per subgroup, the domain with the fewest
+victims in total taken; a victim with subgroups loses whole subgroups only.
 After the commit the preemptor is nominated to the domain and each subgroup to its HyperNode
 (`_network.nominate`): its next sessions place it there.
 """

@@ -305,3 +305,16 @@ def test_a_victim_with_subgroups_loses_a_whole_subgroup() -> None:
     d = run(nodes=NODES, podgroups=[lo, wanting("hi", 2)], pods=pods)
     assert evicted(d) == ["p1", "p3"]
     assert sorted(d.pipelined.values()) == ["n1", "n3"]
+
+
+def test_racks_too_small_for_the_gang_do_not_use_up_max_domains() -> None:
+    """Nine one-node racks under one spine, a hard tier-2 gang of 2: the racks cannot hold it even empty, so the
+    spine is among the (at most 8) domains tried and the gang preempts there."""
+    racks = [hypernode(f"r{i}", 1, f"n{i}") for i in range(9)]
+    racks.append(hypernode("sp", 2, children=tuple(f"r{i}" for i in range(9))))
+    pods = [pod(f"v{i}").req("2", "1G").group(f"v{i}").on(f"n{i}") for i in range(9)]
+    pods += [pod("b1").req("2", "1G").group("hi"), pod("b2").req("2", "1G").group("hi")]
+    d = run(nodes=[n(f"n{i}") for i in range(9)], hypernodes=racks,
+            podgroups=[*(running(f"v{i}") for i in range(9)), hard(wanting("hi", 2), tier=2)], pods=pods)
+    assert len(d.evictions) == 2 and len(d.pipelined) == 2
+    assert _network.parse_nomination(d.podgroup_annotations["c1/hi"][KEY], {"sp"}) == Nomination("sp")
