@@ -237,8 +237,7 @@ def _partition(value: Any, where: str, replicas: int) -> dict[str, Any] | None:
     if value is None:
         return None
     value = _mapping(value, where)
-    unknown = set(value) - {"partitionSize", "minPartitions", "networkTopology"}
-    if unknown:
+    if unknown := set(value) - {"partitionSize", "minPartitions", "networkTopology"}:
         raise TraceError(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
     try:
         size = int(value.get("partitionSize", 0))
@@ -250,12 +249,10 @@ def _partition(value: Any, where: str, replicas: int) -> dict[str, Any] | None:
     if not 0 <= least <= replicas // size:
         raise TraceError(f"{where}.minPartitions: must be between 0 and replicas / partitionSize")
     out: dict[str, Any] = {"partitionSize": size, "minPartitions": least}
-    if value.get("networkTopology") is not None:
-        topo = _mapping(value["networkTopology"], f"{where}.networkTopology")
-        if str(topo.get("mode", "hard")) not in ("hard", "soft"):
-            raise TraceError(f"{where}.networkTopology.mode: must be hard or soft")
-        out["networkTopology"] = dict(topo)
-    return out
+    topo = _mapping(value.get("networkTopology"), f"{where}.networkTopology")
+    if str(topo.get("mode", "hard")) not in ("hard", "soft"):
+        raise TraceError(f"{where}.networkTopology.mode: must be hard or soft")
+    return {**out, "networkTopology": dict(topo)} if topo else out
 
 
 SUBGROUP_POLICY = "main"  # the subGroupPolicy name of a trace job's partitions (subgroups main-0, main-1, ...)
@@ -311,10 +308,6 @@ class _Run:
     hypernode: str = ""
     tier: int | None = None
     subgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # subgroup → where it landed
-
-
-def _partition_of(pod: Mapping[str, Any]) -> str:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(kube_labels.PARTITION_ID_KEY, "")
 
 
 def _timestamp(seconds: float) -> str:
@@ -524,9 +517,11 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
                         run.hypernode, run.tier = tierreport.landed(
                             tree, (pods[p]["spec"]["nodeName"] for p in run.pods))
                         if run.spec.partition:
+                            part = {p: (pods[p]["metadata"].get("labels") or {}).get(kube_labels.PARTITION_ID_KEY)
+                                    for p in run.pods}
                             run.subgroups = tierreport.placements(
                                 tree, {p: pods[p]["spec"]["nodeName"] for p in run.pods},
-                                {p: f"{SUBGROUP_POLICY}-{_partition_of(pods[p])}" for p in run.pods})
+                                {p: f"{SUBGROUP_POLICY}-{v}" for p, v in part.items()})
                 binds += 1
                 changed = True
             for uid, upd in decisions.podgroups.items():
