@@ -4,9 +4,11 @@ per subgroup (scheduler/workload.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from lahar.scheduler import tierreport
 from lahar.scheduler.framework import hypernodes
@@ -121,3 +123,23 @@ def test_trace_partition_policy_errors_name_the_field(policy: str, message: str)
             f"jobs: [{{name: j, gang: 6, partitionPolicy: {policy}}}]")
     with pytest.raises(TraceError, match=message):
         load_trace(text)
+
+
+CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}, {name: network-topology-aware}]
+"""
+
+
+def test_cli_table_shows_each_subgroups_hypernode(tmp_path: Path) -> None:
+    from lahar.cli import app
+
+    (tmp_path / "trace.yaml").write_text(TRACE)
+    (tmp_path / "conf.yaml").write_text(CONF)
+    r = CliRunner().invoke(app, ["simulate", "--workload", str(tmp_path / "trace.yaml"), "--conf",
+                                 str(tmp_path / "conf.yaml"), "-q", "-o", "table"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("tp "))
+    assert all(f"main-{k} leaf-" in line for k in range(3)), line
