@@ -23,6 +23,7 @@ from lahar.kube import selectors
 from lahar.scheduler.actions import _gang, _network, _subgroups
 from lahar.scheduler.actions._util import fits, preempt_candidate_nodes, starving_by_queue
 from lahar.scheduler.framework import hypernodes, subgroups
+from lahar.scheduler.framework.nodes import EPSILON
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import _READY, Job, Queue, Task, TaskStatus
 from lahar.scheduler.plugins.conformance import CRITICAL
@@ -259,8 +260,7 @@ class GangPreempt:
                 for _, _, _, name, plan, here in tries[:MAX_ATTEMPTS]:
                     sub = ssn.statement()
                     self._evict(ssn, sub, plan)
-                    allowed = set(int(r) for r in here)
-                    if all(self._pipeline_in(ssn, sub, queue, t, allowed) for t in mine):
+                    if all(_pipeline_within(ssn, sub, queue, t, here) for t in mine):
                         stmt.merge(sub)
                         plans.append(plan)
                         placed[gid] += len(mine)
@@ -314,6 +314,20 @@ class GangReclaim(GangPreempt):
         jrank = GangPreempt.rank(self, ssn, victims)
         ordered = sorted(victims, key=lambda j: (qrank[j.queue], jrank[j.uid]))
         return {j.uid: i for i, j in enumerate(ordered)}
+
+
+def _pipeline_within(ssn: Session, stmt: Any, queue: Queue, task: Task, rows: np.ndarray) -> bool:
+    """Pipeline `task` on the best-scored of `rows` whose predicate failures (if any) evicting resolves and whose
+    future idle resources hold it; scores only those nodes (a subgroup's HyperNode, not the cluster)."""
+    if not ssn.allocatable(queue, task):
+        return False
+    f = ssn.predicate(task)
+    idx = rows if f.unresolvable is None else rows[(f.feasible | ~f.unresolvable)[rows]]
+    idx = idx[np.all(task.init_resreq <= ssn.arrays.future_idle()[idx] + EPSILON, axis=1)] if len(idx) else idx
+    if not len(idx):
+        return False
+    stmt.pipeline(task, int(idx[int(np.argmax(ssn.node_scores(task, idx)))]))
+    return True
 
 
 def victims_order_job(ssn: Session) -> Callable[[Job], Any]:
