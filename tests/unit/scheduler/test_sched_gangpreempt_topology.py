@@ -277,6 +277,30 @@ def test_every_preemptor_subgroup_gets_a_whole_rack_with_the_fewest_victims() ->
 THREE_RACKS_NAMES = {"r0", "r1", "r2", "sp"}
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["", "low", "high"]), min_size=6, max_size=6), st.integers(1, 2))
+def test_a_preemptor_subgroup_is_never_split_across_racks(occupants: list[str], min_sub: int) -> None:
+    """Random occupancy of three racks (free, a low gang that may go, a high one that may not): whatever
+    gangpreempt does, each pipelined subgroup sits in one rack and at least minSubGroups are whole."""
+    pods, pgs = [], []
+    for i, prio in enumerate(occupants, start=1):
+        if prio:
+            pgs.append(running(f"o{i}", prio=prio))
+            pods.append(pod(f"o{i}").req("2", "1G").group(f"o{i}").on(f"n{i}"))
+    pods += [pod(f"t{g}{i}").req("2", "1G").group("hi").label(rank=str(g)) for g in (0, 1) for i in (0, 1)]
+    hi = hard(tp("hi", subgroups=2, min_sub=min_sub, min_=2 * min_sub), tier=2)
+    d = run(nodes=[n(f"n{i}") for i in range(1, 7)], hypernodes=THREE_RACKS, podgroups=[*pgs, hi], pods=pods)
+    rack = {f"n{i}": f"r{(i - 1) // 2}" for i in range(1, 7)}
+    whole = 0
+    for g in (0, 1):
+        got = [d.pipelined[k] for k in (f"c1/t{g}0", f"c1/t{g}1") if k in d.pipelined]
+        assert len({rack[x] for x in got}) <= 1, d.pipelined
+        whole += len(got) == 2
+        assert len(got) in (0, 2)
+    assert not d.pipelined or whole >= min_sub
+    assert all(e.name.startswith("o") and occupants[int(e.name[1:]) - 1] == "low" for e in d.evictions)
+
+
 def test_a_subgroup_takes_the_rack_that_needs_the_fewest_victims_even_when_the_aggregate_fits() -> None:
     """Five of eight nodes are free, enough for the gang's 4 pods in sum, but the subgroup needs a whole rack of
     4: r1 (one victim) is freed, not r0 (two)."""
