@@ -317,6 +317,22 @@ def test_a_subgroup_takes_the_rack_that_needs_the_fewest_victims_even_when_the_a
     assert sorted(d.pipelined.values()) == ["n5", "n6", "n7", "n8"]
 
 
+@pytest.mark.parametrize("nominated", [True, False], ids=["nominated", "control-without-nomination"])
+def test_the_next_session_places_each_subgroup_in_its_nominated_rack(nominated: bool) -> None:
+    """All three racks are free; the nomination says tp-0 → r2, tp-1 → r1 (where gangpreempt freed room). Without
+    it the subgroups take r0 and r1 (tightest fit, then by name)."""
+    hi = hard(tp("hi", subgroups=2, min_sub=2, min_=4), tier=2)
+    if nominated:
+        hi.annotate(**{KEY: _network.encode_nomination(Nomination("sp", {"tp-0": "r2", "tp-1": "r1"}))})
+    pods = [pod(f"t{g}{i}").req("2", "1G").group("hi").label(rank=str(g)) for g in (0, 1) for i in (0, 1)]
+    d = run(nodes=[n(f"n{i}") for i in range(1, 7)], hypernodes=THREE_RACKS, podgroups=[hi], pods=pods)
+    rack = {f"n{i}": f"r{(i - 1) // 2}" for i in range(1, 7)}
+    got = {g: {rack[d.bind_map()[f"c1/t{g}{i}"]] for i in (0, 1)} for g in (0, 1)}
+    assert got == ({0: {"r2"}, 1: {"r1"}} if nominated else {0: {"r0"}, 1: {"r1"}})
+    if nominated:
+        assert d.podgroup_annotations["c1/hi"][KEY] == ""
+
+
 def test_a_victim_with_subgroups_loses_a_whole_subgroup() -> None:
     """lo runs 2 subgroups of 2 (minSubGroups 1, minAvailable 2): its safe bundle is one whole subgroup, not the
     first two pods by name (p1 of one subgroup and p2 of the other)."""
