@@ -6,7 +6,8 @@ and report what they decided as plain JSON-able data.
      "explain": {"ns/pod": [{"node": ..., "fits": ..., "rejected": ..., "admit": ..., "merges": [...]}]}}
 
 `explain` covers the pods still pending after the sessions (`scheduler.placement.explain`). With HyperNodes among
-the objects, `topology` says where each PodGroup landed (HyperNode and tier), per tier how many HyperNodes are left
+the objects, `topology` says where each PodGroup landed (HyperNode and tier; per subgroup too, for a PodGroup with a
+subGroupPolicy), per tier how many HyperNodes are left
 whole and how much is free, and each HyperNode's occupancy (`scheduler.tierreport`; `--plot` draws it).
 """
 
@@ -125,10 +126,31 @@ def _topology(client: MemoryClient) -> dict[str, Any] | None:
     used = {name: float(arrays.used[row, i]) / 1000 for name, row in arrays.index.items()}  # milli-units
     bound = {t.key: t.node_name for t in snap.tasks.values() if t.node_name}
     job_of = {t.key: t.job for t in snap.tasks.values() if t.job}
-    return {"resource": resource, "placements": tierreport.placements(tree, bound, job_of),
+    placements = tierreport.placements(tree, bound, job_of)
+    for job, where in tierreport.subgroup_placements(tree, bound, job_of, _subgroup_of(snap)).items():
+        if job in placements:
+            placements[job]["subgroups"] = where
+    return {"resource": resource, "placements": placements,
             "tiers": tierreport.fragmentation(tree, used, capacity),
             "occupancy": {"t": 0.0, "resource": resource,
                           "hypernodes": tierreport.occupancy(tree, used, capacity)}}
+
+
+def _subgroup_of(snap: Any) -> dict[str, str]:
+    """Pod key → its subgroup id, for the pods of PodGroups with a subGroupPolicy (`framework.subgroups`)."""
+    from lahar.scheduler.framework import subgroups
+
+    out: dict[str, str] = {}
+    for job in snap.jobs.values():
+        policies = (job.podgroup.get("spec") or {}).get("subGroupPolicy")
+        if not policies or not isinstance(policies, list):
+            continue
+        tasks = list(job.tasks.values())
+        groups = subgroups.partition([p for p in policies if isinstance(p, dict)],
+                                     [(t.uid, (t.pod.get("metadata") or {}).get("labels")) for t in tasks])
+        key = {t.uid: t.key for t in tasks}
+        out.update({key[u]: g.uid for g in groups.values() for u in g.members})
+    return out
 
 
 def _explain_pending(client: MemoryClient, conf: SchedulerConf, registry: Registry) -> dict[str, Any]:

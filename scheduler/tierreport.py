@@ -14,7 +14,8 @@ from typing import Any
 from lahar.scheduler.framework.conf import PluginOption, SchedulerConf, Tier
 from lahar.scheduler.framework.hypernodes import CLUSTER_TOP, Tree
 
-__all__ = ["PLUGIN", "fragmentation", "landed", "occupancy", "placements", "resource_of", "with_topology"]
+__all__ = ["PLUGIN", "fragmentation", "landed", "occupancy", "placements", "resource_of", "subgroup_placements",
+           "with_topology"]
 
 PLUGIN = "network-topology-aware"
 _GPU = "nvidia.com/gpu"
@@ -55,6 +56,18 @@ def placements(tree: Tree, bindings: Mapping[str, str], pod_job: Mapping[str, st
         name, tier = landed(tree, by_job[job])
         out[job] = {"hypernode": name, "tier": tier, "nodes": len(by_job[job])}
     return out
+
+
+def subgroup_placements(tree: Tree, bindings: Mapping[str, str], pod_job: Mapping[str, str],
+                        pod_subgroup: Mapping[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """job → subgroup → {"hypernode", "tier", "nodes"}: `placements` per subgroup (pod → subgroup id by
+    `pod_subgroup`) of the jobs whose bound pods are in subgroups; pods of no subgroup are left out."""
+    by_job: dict[str, dict[str, str]] = {}
+    for pod, node in bindings.items():
+        job = pod_job.get(pod)
+        if job and pod in pod_subgroup:
+            by_job.setdefault(job, {})[pod] = node
+    return {job: placements(tree, by_job[job], pod_subgroup) for job in sorted(by_job)}
 
 
 def occupancy(tree: Tree, used: Mapping[str, float], capacity: Mapping[str, float]) -> dict[str, dict[str, Any]]:

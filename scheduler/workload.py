@@ -31,6 +31,8 @@ A trace (YAML; durations are seconds or `500ms` / `30s` / `5m` / `1h`)::
       repeat: 3
       every: 20s
       networkTopology: {mode: hard, highestTierAllowed: 1}   # optional, the PodGroup's spec.networkTopology
+      partitionPolicy: {partitionSize: 2, minPartitions: 2, networkTopology: {mode: hard, highestTierAllowed: 1}}
+                              # optional, as a Volcano Job task's: pods k·size..(k+1)·size−1 form subgroup main-k
 
 Model: at each tick, pods whose duration has elapsed succeed and a job whose pods all succeeded is done (and
 removed, as a TTL would); jobs whose arrival has come get their PodGroup and pods; then one session runs and its
@@ -52,6 +54,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from lahar.kube.models import labels as kube_labels
 from lahar.scheduler import tierreport
 from lahar.scheduler.framework import hypernodes as hypernodes_
 from lahar.scheduler.framework import snapshot as snapshots
@@ -107,6 +110,7 @@ class JobSpec:
     duration: float
     priority_class: str = ""
     network_topology: Mapping[str, Any] | None = None
+    partition: Mapping[str, Any] | None = None  # a Volcano Job task's partitionPolicy
 
 
 @dataclass
@@ -215,15 +219,43 @@ def load_trace(text: str) -> Trace:
             topo = _mapping(topo, f"{where}.networkTopology")
             if str(topo.get("mode", "hard")) not in ("hard", "soft"):
                 raise TraceError(f"{where}.networkTopology.mode: must be hard or soft")
+        partition = _partition(j.get("partitionPolicy"), f"{where}.partitionPolicy", replicas)
         for k in range(repeat):
             jname = name if repeat == 1 else f"{name}-{k}"
             if jname in seen:
                 raise TraceError(f"{where}: duplicate job name {jname!r}")
             seen.add(jname)
             tr.jobs.append(JobSpec(jname, queue, arrival + k * every, gang, replicas, requests, duration,
-                                   str(j.get("priorityClassName") or ""), topo))
+                                   str(j.get("priorityClassName") or ""), topo, partition))
     tr.jobs.sort(key=lambda s: (s.arrival, s.name))
     return tr
+
+
+def _partition(value: Any, where: str, replicas: int) -> dict[str, Any] | None:
+    """A job's partitionPolicy (Volcano Job task field): partitionSize ≥ 1 dividing `replicas`, minPartitions
+    between 0 and the partitions, an optional networkTopology."""
+    if value is None:
+        return None
+    value = _mapping(value, where)
+    if unknown := set(value) - {"partitionSize", "minPartitions", "networkTopology"}:
+        raise TraceError(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
+    try:
+        size = int(value.get("partitionSize", 0))
+        least = int(value.get("minPartitions", 0))
+    except (TypeError, ValueError) as e:
+        raise TraceError(f"{where}: partitionSize and minPartitions must be integers") from e
+    if size < 1 or replicas % size:
+        raise TraceError(f"{where}.partitionSize: must be at least 1 and divide replicas ({replicas})")
+    if not 0 <= least <= replicas // size:
+        raise TraceError(f"{where}.minPartitions: must be between 0 and replicas / partitionSize")
+    out: dict[str, Any] = {"partitionSize": size, "minPartitions": least}
+    topo = _mapping(value.get("networkTopology"), f"{where}.networkTopology")
+    if str(topo.get("mode", "hard")) not in ("hard", "soft"):
+        raise TraceError(f"{where}.networkTopology.mode: must be hard or soft")
+    return {**out, "networkTopology": dict(topo)} if topo else out
+
+
+SUBGROUP_POLICY = "main"  # the subGroupPolicy name of a trace job's partitions (subgroups main-0, main-1, ...)
 
 
 def _hypernode(h: Any, where: str) -> dict[str, Any]:
@@ -275,6 +307,7 @@ class _Run:
     finished_at: float | None = None
     hypernode: str = ""
     tier: int | None = None
+    subgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # subgroup → where it landed
 
 
 def _timestamp(seconds: float) -> str:
@@ -289,10 +322,18 @@ def _objects(spec: JobSpec, now: float) -> tuple[dict[str, Any], list[dict[str, 
         pg_spec["priorityClassName"] = spec.priority_class
     if spec.network_topology:
         pg_spec["networkTopology"] = dict(spec.network_topology)
+    if spec.partition:  # as the job controller writes a partitioned task's subGroupPolicy
+        policy: dict[str, Any] = {"name": SUBGROUP_POLICY, "subGroupSize": spec.partition["partitionSize"],
+                                  "minSubGroups": spec.partition["minPartitions"],
+                                  "matchLabelKeys": [kube_labels.PARTITION_ID_KEY]}
+        if spec.partition.get("networkTopology"):
+            policy["networkTopology"] = dict(spec.partition["networkTopology"])
+        pg_spec["subGroupPolicy"] = [policy]
     pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
           "metadata": {"name": spec.name, "namespace": NAMESPACE, "creationTimestamp": created}, "spec": pg_spec,
           "status": {"phase": "Pending"}}
     pods = []
+    size = spec.partition["partitionSize"] if spec.partition else 0
     for k in range(spec.replicas):
         name = f"{spec.name}-{k}"
         pod_spec: dict[str, Any] = {"schedulerName": "volcano", "containers": [
@@ -301,7 +342,8 @@ def _objects(spec: JobSpec, now: float) -> tuple[dict[str, Any], list[dict[str, 
             pod_spec["priorityClassName"] = spec.priority_class
         pods.append({"apiVersion": "v1", "kind": "Pod",
                      "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"{NAMESPACE}/{name}",
-                                  "annotations": {GROUP_ANNOTATION: spec.name}, "creationTimestamp": created},
+                                  "annotations": {GROUP_ANNOTATION: spec.name}, "creationTimestamp": created,
+                                  **({"labels": {kube_labels.PARTITION_ID_KEY: str(k // size)}} if size else {})},
                      "spec": pod_spec, "status": {"phase": "Pending"}})
     return pg, pods
 
@@ -474,6 +516,12 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
                     if tree is not None:
                         run.hypernode, run.tier = tierreport.landed(
                             tree, (pods[p]["spec"]["nodeName"] for p in run.pods))
+                        if run.spec.partition:
+                            part = {p: (pods[p]["metadata"].get("labels") or {}).get(kube_labels.PARTITION_ID_KEY)
+                                    for p in run.pods}
+                            run.subgroups = tierreport.placements(
+                                tree, {p: pods[p]["spec"]["nodeName"] for p in run.pods},
+                                {p: f"{SUBGROUP_POLICY}-{v}" for p, v in part.items()})
                 binds += 1
                 changed = True
             for uid, upd in decisions.podgroups.items():
@@ -565,7 +613,9 @@ def replay(trace: Trace, conf: SchedulerConf | None = None, *, registry: Registr
                          "bound_at": bound_at, "wait_s": wait,
                          "finished_at": run.finished_at if run else None,
                          **({"hypernode": run.hypernode if run else "", "tier": run.tier if run else None}
-                            if tree is not None else {})})
+                            if tree is not None else {}),
+                         **({"subgroups": dict(run.subgroups) if run else {}}
+                            if tree is not None and spec.partition else {})})
     span = last_t - (tl_t[0] if tl_t else 0.0)
     mean_util = {res.names[i]: round(float(util_area[i] / span), 4) if span > 0 else None for i in shown}
     mean_share = {n: round(v / span, 4) if span > 0 else None for n, v in share_area.items()}

@@ -219,6 +219,8 @@ def _replay(path: Path, conf: object, registry: object, *, output: str, plot: Pa
                    f"max {w['max']} s")
         for j in report["jobs"]:
             where = f"  {j['hypernode'] or '-'} (tier {j['tier']})" if "hypernode" in j else ""
+            if j.get("subgroups"):  # each subgroup's HyperNode
+                where += " [" + ", ".join(f"{g} {v['hypernode'] or '-'}" for g, v in j["subgroups"].items()) + "]"
             typer.echo(f"  {j['name']:<24} {j['queue']:<12} arrival {j['arrival']:>8.0f}  wait "
                        f"{'-' if j['wait_s'] is None else format(j['wait_s'], '.0f'):>6}{where}")
         for tier, share in ((s.get("tiers") or {}).get("mean_whole_share") or {}).items():

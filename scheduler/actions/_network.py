@@ -4,13 +4,20 @@ under one HyperNode, trying the gradient's tiers lowest first and, inside a tier
 Hard mode: nothing fits → nothing is placed, and the job's fit error says per tier why no HyperNode fits. Soft
 mode: nothing fits → placed as an unconstrained job. The HyperNode a committed job landed under is recorded on its
 PodGroup (annotation `volcano.sh/job-allocated-hypernode`); later sessions keep its pending tasks in that domain.
+
+A gang that gangpreempt pipelined into a HyperNode it freed is *nominated* there (annotation
+`lahar.sh/nominated-hypernodes`, the job's domain and each subgroup's): its next sessions try that HyperNode first,
+and the nodes its pods were nominated to are held from other topology-constrained jobs until it is placed or the
+HyperNode can no longer hold it (then the nomination lapses and the normal gradient applies).
 """
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Container, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +31,130 @@ from lahar.scheduler.framework.statement import Statement
 if TYPE_CHECKING:
     from lahar.scheduler.actions.allocate import Allocate
 
-__all__ = ["allocate_job", "constraint_of", "errors_within", "explain", "record", "shortfalls"]
+__all__ = ["NOMINATED_HYPERNODES_ANNOTATION", "Nomination", "allocate_job", "constraint_of", "encode_nomination",
+           "errors_within", "explain", "held_nodes", "nominate", "nomination_of", "parse_nomination", "record",
+           "shortfalls"]
+
+NOMINATED_HYPERNODES_ANNOTATION = "lahar.sh/nominated-hypernodes"
+
+# --- nomination (gangpreempt → the next sessions' allocate): pure functions, then the session shell -------------
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """Where gangpreempt pipelined a gang: `job` = the HyperNode of the job's domain ("" for the cluster),
+    `subgroups` = subgroup id → its HyperNode."""
+
+    job: str = ""
+    subgroups: Mapping[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.job or self.subgroups)
+
+
+def encode_nomination(nomination: Nomination) -> str:
+    """The annotation's value: {"job": ..., "subgroups": {...}} with sorted keys; "" for no nomination."""
+    if not nomination:
+        return ""
+    return json.dumps({"job": nomination.job, "subgroups": dict(sorted(nomination.subgroups.items()))},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def parse_nomination(text: object, known: Container[str]) -> Nomination:
+    """The annotation read back: anything that is not that JSON object, and HyperNodes no longer in the tree
+    (`known`), read as no nomination (a stale one must never pin a gang to a domain that is gone)."""
+    if not isinstance(text, str) or not text:
+        return Nomination()
+    try:
+        got = json.loads(text)
+    except ValueError:
+        return Nomination()
+    if not isinstance(got, dict):
+        return Nomination()
+    job = got.get("job")
+    job = job if isinstance(job, str) and job in known else ""
+    subs = got.get("subgroups")
+    subs = {k: v for k, v in subs.items() if isinstance(k, str) and isinstance(v, str) and v in known} \
+        if isinstance(subs, dict) else {}
+    if subs and got.get("job") and not job:
+        return Nomination()  # the job's domain is gone: its subgroups' places mean nothing on their own
+    return Nomination(job, subs)
+
+
+def held_nodes(nominees: Mapping[str, tuple[Nomination, frozenset[str]]], job: str,
+               members: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The nodes `job` must leave alone: per other nominated job with pending pods (uid → its nomination and the
+    nodes its pending pods are nominated to), those nodes; when its pods name none, every node of its nominated
+    HyperNodes (the subgroups' when it has them, else the job's domain; `members` = HyperNode → its nodes)."""
+    out: set[str] = set()
+    for uid, (nom, pinned) in nominees.items():
+        if uid == job or not nom:
+            continue
+        if pinned:
+            out |= pinned
+            continue
+        names = list(nom.subgroups.values()) or ([nom.job] if nom.job else [])
+        for name in names:
+            out |= members.get(name, frozenset())
+    return frozenset(out)
+
+
+def nomination_of(ssn: Session, job: Job) -> Nomination:
+    """The job's nomination as this session sees it (one dropped or redeemed this session reads as none)."""
+    if job.uid in ssn.decisions.podgroup_annotations and \
+            ssn.decisions.podgroup_annotations[job.uid].get(NOMINATED_HYPERNODES_ANNOTATION) == "":
+        return Nomination()
+    text = ((job.podgroup.get("metadata") or {}).get("annotations") or {}).get(NOMINATED_HYPERNODES_ANNOTATION)
+    return parse_nomination(text, _tree(ssn)) if text else Nomination()
+
+
+def nominate(ssn: Session, job: Job, nomination: Nomination) -> None:
+    """Write the nomination on the job's PodGroup (after gangpreempt's commit)."""
+    _annotate(ssn, job, NOMINATED_HYPERNODES_ANNOTATION, encode_nomination(nomination))
+    _HELD.pop(ssn, None)
+
+
+def _drop(ssn: Session, job: Job) -> None:
+    if ((job.podgroup.get("metadata") or {}).get("annotations") or {}).get(NOMINATED_HYPERNODES_ANNOTATION):
+        _annotate(ssn, job, NOMINATED_HYPERNODES_ANNOTATION, "")
+        _HELD.pop(ssn, None)
+
+
+def _annotate(ssn: Session, job: Job, key: str, value: str) -> None:
+    ssn.decisions.podgroup_annotations.setdefault(job.uid, {})[key] = value
+
+
+_HELD: weakref.WeakKeyDictionary[Session, dict[str, tuple[Nomination, frozenset[str]]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def held_mask(ssn: Session, job: Job) -> np.ndarray:
+    """Node rows `job` may use: all but the nodes held for other nominated gangs (see `held_nodes`)."""
+    nominees = _HELD.get(ssn)
+    if nominees is None:
+        nominees = _HELD[ssn] = {}
+        for other in ssn.jobs.values():
+            annotations = (other.podgroup.get("metadata") or {}).get("annotations") or {}
+            if not annotations.get(NOMINATED_HYPERNODES_ANNOTATION):
+                continue
+            pending = other.index.get(TaskStatus.PENDING, {})
+            nom = nomination_of(ssn, other)
+            if nom and pending:
+                pinned = frozenset(n for t in pending.values()
+                                   if (n := ((t.pod.get("status") or {}).get("nominatedNodeName") or "")))
+                nominees[other.uid] = (nom, pinned)
+    mask = np.ones(len(ssn.arrays), dtype=bool)
+    if not nominees:
+        return mask
+    tree = _tree(ssn)
+    held = held_nodes(nominees, job.uid, {n: frozenset(hn.nodes) for n, hn in tree.hypernodes.items()})
+    index = ssn.arrays.index
+    for name in held:
+        row = index.get(name)
+        if row is not None:
+            mask[row] = False
+    return mask
+
 
 def constraint_of(ssn: Session, job: Job) -> hypernodes.Constraint | None:
     """The job's networkTopology when a plugin answers `hypernode_gradient` (Volcano: without the
@@ -197,6 +327,13 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
     which it becomes ready (or, if none, pipelined). As `Allocate._allocate_tasks`: the statement when the job is
     ready, None otherwise (a pipelined placement stays applied)."""
     tree = _tree(ssn)
+    free = held_mask(ssn, job)
+    nom = nomination_of(ssn, job)
+    if nom.job:
+        kept, stmt = _nominated(alloc, ssn, job, tasks, queue, tree, nom.job, free)
+        if kept:
+            return stmt
+        _drop(ssn, job)  # the nominated HyperNode cannot hold the gang any more: the normal search decides
     gradient = _gradient(ssn, job) or []
     per_tier: dict[int, tuple[int, Counter[str]]] = {}
     n = len(ssn.arrays)
@@ -206,6 +343,7 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
         for name in names:
             mask = np.zeros(n, dtype=bool)
             mask[tree.rows(name, ssn.arrays.index)] = True
+            mask &= free
             job.fit_errors.clear()
             trial = list(tasks)
             stmt = alloc.place_tasks(ssn, trial, job, queue, mask)
@@ -223,6 +361,7 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
         if pipelined:
             mask = np.zeros(n, dtype=bool)
             mask[tree.rows(pipelined, ssn.arrays.index)] = True
+            mask &= free
             return _final(alloc, ssn, job, tasks, queue, tree, pipelined, mask)
         total, reasons = per_tier[tier]
         per_tier[tier] = (total, reasons + failed)
@@ -234,6 +373,37 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
         job.fit_errors[tasks[-1].uid] = FitErrors(total=0, error=explain(constraint, per_tier))
         tasks.clear()  # hard mode: nothing of this gang is placed this session
     return None
+
+
+def _nominated(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], queue: Queue, tree: hypernodes.Tree,
+               name: str, free: np.ndarray) -> tuple[bool, Statement | None]:
+    """Volcano's nomination fast path: the gang in its nominated HyperNode only, first on the nodes its pods are
+    nominated to (`status.nominatedNodeName` inside it), then anywhere in it. (True, statement) when it is ready
+    there, (True, None) when it is pipelined there (its victims are still going: it stays pinned), (False, None)
+    when it fits there no more (nothing stays applied)."""
+    index = ssn.arrays.index
+    mask = np.zeros(len(ssn.arrays), dtype=bool)
+    mask[tree.rows(name, index)] = True
+    mask &= free
+    pinned = np.zeros_like(mask)
+    for t in tasks:
+        row = index.get((t.pod.get("status") or {}).get("nominatedNodeName") or "")
+        if row is not None and mask[row]:
+            pinned[row] = True
+    for where in ([pinned] if pinned.any() and (pinned != mask).any() else []) + [mask]:
+        job.fit_errors.clear()
+        trial = list(tasks)
+        stmt = alloc.place_tasks(ssn, trial, job, queue, where)
+        if len(stmt) and ssn.job_ready(job):
+            tasks[:] = trial
+            _note(ssn, job, tree, name)
+            return True, stmt
+        if len(stmt) and ssn.job_pipelined(job):
+            tasks[:] = trial
+            return True, None
+        stmt.discard()
+    job.fit_errors.clear()
+    return False, None
 
 
 def _left_out(ssn: Session, job: Job, tasks: list[Task], tree: hypernodes.Tree, constraint: hypernodes.Constraint,
@@ -299,11 +469,13 @@ def _stored(job: Job, tree: hypernodes.Tree) -> str:
 
 
 def record(ssn: Session, job: Job) -> None:
-    """After a commit: write the job's allocated HyperNode on its PodGroup when it changed."""
+    """After a commit: write the job's allocated HyperNode on its PodGroup when it changed, and clear its
+    nomination (placed: redeemed, as Volcano clears it on commit)."""
+    _drop(ssn, job)
     name = ssn.allocated_hypernodes.get(job.uid)
     if not name:
         return
     stored = ((job.podgroup.get("metadata") or {}).get("annotations") or {}).get(
         hypernodes.ALLOCATED_HYPERNODE_ANNOTATION, "")
     if stored != name:
-        ssn.decisions.podgroup_annotations[job.uid] = {hypernodes.ALLOCATED_HYPERNODE_ANNOTATION: name}
+        _annotate(ssn, job, hypernodes.ALLOCATED_HYPERNODE_ANNOTATION, name)

@@ -8,7 +8,8 @@ scheduler/framework/subgroups.py.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from lahar.scheduler.framework.statement import Statement
 if TYPE_CHECKING:
     from lahar.scheduler.actions.allocate import Allocate
 
-__all__ = ["allocate_job", "keep_with", "order", "policies_of", "subgroup_domains"]
+__all__ = ["VictimGroup", "allocate_job", "keep_with", "order", "policies_of", "safe_subgroups", "subgroup_domains"]
 
 
 def policies_of(ssn: Session, job: Job) -> list[dict[str, Any]]:
@@ -80,7 +81,44 @@ def keep_with(tree: hypernodes.Tree, names: list[str | None], anchor: frozenset[
     return [n for n in names if n is None or anchor <= tree.hypernodes[n].nodes]
 
 
-def _scopes(ssn: Session, job: Job, constraint: hypernodes.Constraint | None) -> list[str | None]:
+@dataclass(frozen=True, slots=True)
+class VictimGroup:
+    """A subgroup of a victim job as gangpreempt sees it: its running pods (uids, everywhere) and how many of them
+    run inside the domain being freed."""
+
+    uid: str
+    policy: str
+    size: int
+    running: tuple[str, ...]
+    local: int
+
+
+def safe_subgroups(groups: Sequence[VictimGroup], mins: Mapping[str, int], surplus: int) -> list[str]:
+    """The subgroups a victim job can lose whole without breaking its gang (its safe bundle when it has a
+    subGroupPolicy): only ones with pods in the domain; a subgroup below its size (already broken, it counts for
+    no minSubGroups) first, then ready ones, most pods in the domain first, ties by id; a ready one only while its
+    policy keeps minSubGroups ready subgroups, and all of them only while the job keeps `surplus` (running −
+    minAvailable) ≥ the pods evicted. A subgroup is never split."""
+    ready: Counter[str] = Counter(g.policy for g in groups if len(g.running) >= g.size)
+    left = surplus
+    out: list[str] = []
+    for g in sorted((g for g in groups if g.local > 0),
+                    key=lambda g: (len(g.running) >= g.size, -g.local, g.uid)):
+        whole = len(g.running) >= g.size
+        if len(g.running) > left or (whole and ready[g.policy] - 1 < mins.get(g.policy, 0)):
+            continue
+        left -= len(g.running)
+        if whole:
+            ready[g.policy] -= 1
+        out.append(g.uid)
+    return out
+
+
+def _scopes(ssn: Session, job: Job, constraint: hypernodes.Constraint | None,
+            nominated: str = "") -> list[str | None]:
+    """The job's domains in the order tried; a nominated one (gangpreempt freed it) first."""
+    if nominated:
+        return [nominated, *(s for s in _scopes(ssn, job, constraint) if s != nominated)]
     if constraint is None:
         return [None]
     out: list[str | None] = []
@@ -167,8 +205,11 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
         return subgroups.ready(subgroups.count_ready(groups.values(), placed), mins) and ssn.job_ready(job)
 
     was_ready = ssn.job_ready(job) and subgroups.ready(subgroups.count_ready(groups.values(), base), mins)
-    for scope in _scopes(ssn, job, constraint):
-        scope_mask = _mask(ssn, tree, scope)
+    nom = _network.nomination_of(ssn, job)
+    free = _network.held_mask(ssn, job)
+    for scope in _scopes(ssn, job, constraint, nom.job):
+        scope_mask = _mask(ssn, tree, scope) & free
+        pinned = bool(nom) and scope == (nom.job or None)
         stmt = ssn.statement()
         placed = dict(base)
         done: set[str] = set()
@@ -179,7 +220,10 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
             if not todo:
                 continue
             fitted = False
-            for names in subgroup_domains(tree, scope, g.network_topology):
+            tiers = subgroup_domains(tree, scope, g.network_topology)
+            if pinned and nom.subgroups.get(gid):
+                tiers = [[nom.subgroups[gid]], *tiers]  # its nominated HyperNode first
+            for names in tiers:
                 for domain in _best_fit(ssn, tree, keep_with(tree, names, anchors[gid]), todo):
                     sub = _place(alloc, ssn, job, queue, todo, scope_mask & _mask(ssn, tree, domain))
                     if len(sub) == len(todo):  # whole: every pending pod of the subgroup in this domain
@@ -207,6 +251,13 @@ def allocate_job(alloc: Allocate, ssn: Session, job: Job, tasks: list[Task], que
             if scope is not None:
                 _network._note(ssn, job, tree, scope)
             return stmt
+        if pinned and len(stmt) and subgroups.ready(subgroups.count_ready(groups.values(), placed), mins) \
+                and ssn.job_pipelined(job):
+            tasks[:] = [t for t in tasks if t.uid not in done]  # pipelined where it was nominated: it stays there
+            job.fit_errors.clear()
+            return None
+        if pinned:
+            _network._drop(ssn, job)  # its nominated HyperNode holds it no more: the normal search decides
         stmt.discard()
     job.fit_errors.clear()
     if tasks and not was_ready:
