@@ -1,5 +1,6 @@
-"""`controllers.events.record` against the in-memory cluster: a new Event costs one API call (a create, no GET that
-answers 404 first), a repeat bumps `count` on the existing Event, and a failing API never fails the caller."""
+"""`controllers.events`: the pure `correlate` (create a first occurrence, patch a repeat), and `record` against the
+in-memory cluster: a new Event costs one API call (a create, no GET that answers 404 first), a repeat is one merge
+patch of `count` (nothing read back), and a failing API never fails the caller."""
 
 from __future__ import annotations
 
@@ -65,32 +66,70 @@ def test_a_new_event_is_one_create() -> None:
     assert (ev["reason"], ev["count"], ev["involvedObject"]["uid"]) == ("ExecuteAction", 1, "u-1")
 
 
-def test_a_repeat_bumps_the_count() -> None:
+def test_a_repeat_is_one_patch_and_reads_nothing() -> None:
     ctx, client = _world()
     for _ in range(3):
         events.record(ctx, JOB, "Warning", "PodGroupPending", "PodGroup default:job1 unschedulable, reason: x")
-    assert client.calls == ["create", "get", "update", "get", "update"]
+    assert client.calls == ["create", "patch", "patch"]
     (ev,) = _events(client)
-    assert ev["count"] == 3
+    assert (ev["count"], ev["firstTimestamp"], ev["lastTimestamp"]) == (3, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
 
 
-def test_a_repeat_of_another_process_event_bumps_it() -> None:
+def test_a_repeat_of_another_process_event_is_read_once_then_patched() -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
     events._seen.clear()  # written by another worker process
     events.record(ctx, JOB, "Normal", "A", "one")
-    assert client.calls == ["create", "create", "get", "update"]
-    assert _events(client)[0]["count"] == 2
+    events.record(ctx, JOB, "Normal", "A", "one")
+    assert client.calls == ["create", "create", "get", "update", "patch"]
+    assert _events(client)[0]["count"] == 3
 
 
-def test_a_remembered_event_that_is_gone_is_created_again() -> None:
+def test_a_repeat_another_process_bumped_meanwhile_conflicts_and_counts_on() -> None:
     ctx, client = _world()
+    events.record(ctx, JOB, "Normal", "A", "one")
+    rt = client.registry.get("", "v1", "events")
+    (ev,) = _events(client)
+    ev["count"] = 5  # another worker process's repeats
+    client.inner.update(rt, ev, namespace=NS)
+    events.record(ctx, JOB, "Normal", "A", "one")
+    assert client.calls == ["create", "patch", "get", "update"]
+    assert _events(client)[0]["count"] == 6
+
+
+def test_a_remembered_event_that_is_gone_is_created_again_with_its_count() -> None:
+    ctx, client = _world()
+    events.record(ctx, JOB, "Normal", "A", "one")
     events.record(ctx, JOB, "Normal", "A", "one")
     rt = client.registry.get("", "v1", "events")
     client.inner.delete(rt, _events(client)[0]["metadata"]["name"], namespace=NS)  # expired (the API's event TTL)
     events.record(ctx, JOB, "Normal", "A", "one")
-    assert client.calls == ["create", "get", "create"]
-    assert _events(client)[0]["count"] == 1
+    assert client.calls == ["create", "patch", "patch", "create"]
+    assert _events(client)[0]["count"] == 3
+
+
+EVENT = {"metadata": {"name": "job1.abc"}, "count": 1}
+
+
+@pytest.mark.parametrize(("seen", "want"), [
+    (None, events.Write("create", "job1.abc", EVENT)),
+    (events.Observed("job1.abc", 4, "t0", "17"),
+     events.Write("patch", "job1.abc", {"count": 5, "lastTimestamp": "t9", "metadata": {"resourceVersion": "17"}})),
+    (events.Observed("job1.abc", 1, "t0", None), events.Write("patch", "job1.abc", {"count": 2, "lastTimestamp": "t9"})),
+], ids=["first-is-a-create", "repeat-patches-count-with-precondition", "repeat-without-known-version"])
+def test_correlate(seen: events.Observed | None, want: events.Write) -> None:
+    assert events.correlate(seen, event=EVENT, now="t9") == want
+
+
+@pytest.mark.parametrize(("answer", "want"), [
+    ({"metadata": {"name": "e", "resourceVersion": "3"}, "count": 2, "firstTimestamp": "t0"},
+     events.Observed("e", 2, "t0", "3")),
+    ({"metadata": {"name": "e"}, "lastTimestamp": "t1"}, events.Observed("e", 1, "t1", None)),
+    (None, None),
+    ({"metadata": {}}, None),
+], ids=["full-answer", "no-count-no-version", "no-answer", "nameless"])
+def test_observed(answer: Any, want: events.Observed | None) -> None:
+    assert events.observed(answer) == want
 
 
 def test_different_messages_are_different_events() -> None:
@@ -100,9 +139,13 @@ def test_different_messages_are_different_events() -> None:
     assert sorted(e["message"] for e in _events(client)) == ["one", "two"]
 
 
-@pytest.mark.parametrize("verb", ["create", "get", "update"], ids=["create-fails", "get-fails", "update-fails"])
-def test_a_failing_api_is_swallowed(verb: str) -> None:
+@pytest.mark.parametrize(("verb", "forget"), [("create", True), ("get", True), ("update", True), ("patch", False)],
+                         ids=["create-fails", "get-fails", "update-fails", "patch-fails"])
+def test_a_failing_api_is_swallowed(verb: str, forget: bool) -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
+    if forget:
+        events._seen.clear()  # the repeat goes create → AlreadyExists → get → update
     client.fail = verb
     events.record(ctx, JOB, "Normal", "A", "one")  # must not raise
+    assert verb in client.calls[1:]
