@@ -6,6 +6,10 @@ reached every resourceVersion the read must see — the newest event `lahar disp
 (kept in Redis by the dispatcher, `seen`), and this process's own last write for that Job. A Conflict, or a write
 whose answer carries no resourceVersion, makes the next read of that Job go to the API. resourceVersions are compared
 as integers (etcd's and devcluster's); one that is not an integer is never fresh.
+
+The Queue and the PriorityClasses a Job names (`named`) come from informers too when their types are given: nothing
+routes their versions to a Job, so a synced informer is fresh enough (as Volcano's listers are), and a name it does not
+hold (not created yet, or gone) is asked of the API.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from lahar.kube.informers import Informer
 from lahar.kube.models import labels as keys
 from lahar.kube.resources import ResourceType
 
-__all__ = ["KINDS", "JobCache", "fresh_enough", "seen_key"]
+__all__ = ["KINDS", "NAMED_KINDS", "JobCache", "fresh_enough", "seen_key"]
 
 Obj = dict[str, Any]
 KINDS = ("Job", "Pod", "PodGroup")
+NAMED_KINDS = ("Queue", "PriorityClass")  # cluster-scoped, read by name; optional in `types`
 _JOB_INDEX = "job"
 _FORCE = "force"  # a write we cannot place: the next read of the Job goes to the API
 _MAX_TRACKED = 50_000
@@ -76,6 +81,9 @@ class JobCache:
             "Pod": Informer(client, types["Pod"], label_selector=keys.JOB_NAME_KEY, **opts),
             "PodGroup": Informer(client, types["PodGroup"], **opts),
         }
+        for kind in NAMED_KINDS:
+            if types.get(kind) is not None:
+                self.informers[kind] = Informer(client, types[kind], **opts)
         self.informers["Pod"].add_index(_JOB_INDEX, _pod_job)
         self.seen = seen or (lambda _ns, _name: {})
         self.wait = wait
@@ -184,3 +192,14 @@ class JobCache:
         if inf is None:
             return False, None
         return True, inf.get(namespace, pg_name)
+
+    def named(self, kind: str, name: str) -> Obj | None:
+        """The Queue or PriorityClass `name` from its synced informer; None: not served (no such informer, not
+        synced, or the name not in it) — ask the API."""
+        inf = self.informers.get(kind)
+        found = None
+        if inf is not None and fresh_enough(synced=inf.has_synced(), watched=inf.resource_version, needed=[]):
+            found = inf.get(None, name)
+        with self._mu:
+            self.stats["hits" if found is not None else "misses"] += 1
+        return found
