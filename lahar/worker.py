@@ -172,7 +172,8 @@ class Runtime:
                 redis = self.redis
                 self._cache = caches.JobCache(
                     client, types,
-                    seen=lambda ns, name: redis.hgetall(caches.seen_key(workqueue.PREFIX, ns, name))).start()
+                    seen=lambda ns, name: redis.hgetall(caches.seen_key(workqueue.PREFIX, ns, name)),
+                    queue_seen=lambda name: redis.hgetall(caches.seen_key(workqueue.PREFIX, "", name, "Queue"))).start()
             return self._cache or None
 
     def context(self) -> Context:
