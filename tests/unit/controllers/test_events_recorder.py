@@ -1,6 +1,6 @@
-"""`controllers.events`: the pure `correlate` (create a first occurrence, patch a repeat), and `record` against the
-in-memory cluster: a new Event costs one API call (a create, no GET that answers 404 first), a repeat is one merge
-patch of `count` (nothing read back), and a failing API never fails the caller."""
+"""`controllers.events.record` (through `kube.events`) against the in-memory cluster: a new Event costs one API call
+(a create, no GET that answers 404 first), a repeat is one merge patch of `count` (nothing read back), and a failing
+API never fails the caller."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from lahar.controllers import events
 from lahar.controllers.context import Context, MemoryInbox, MemoryTimers
 from lahar.kube import errors
+from lahar.kube import events as kube_events
 from lahar.kube.apiserver.memory import MemoryClient
 from lahar.kube.apiserver.store import Store
 
@@ -41,7 +42,7 @@ class Counting:
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
-    events._seen.clear()  # what this process wrote before: each test starts as a new process
+    kube_events.RECORDER.clear()  # what this process wrote before: each test starts as a new process
 
 
 def _world(fail: str | None = None) -> tuple[Context, Counting]:
@@ -78,7 +79,7 @@ def test_a_repeat_is_one_patch_and_reads_nothing() -> None:
 def test_a_repeat_of_another_process_event_is_read_once_then_patched() -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
-    events._seen.clear()  # written by another worker process
+    kube_events.RECORDER.clear()  # written by another worker process
     events.record(ctx, JOB, "Normal", "A", "one")
     events.record(ctx, JOB, "Normal", "A", "one")
     assert client.calls == ["create", "create", "get", "update", "patch"]
@@ -108,30 +109,6 @@ def test_a_remembered_event_that_is_gone_is_created_again_with_its_count() -> No
     assert _events(client)[0]["count"] == 3
 
 
-EVENT = {"metadata": {"name": "job1.abc"}, "count": 1}
-
-
-@pytest.mark.parametrize(("seen", "want"), [
-    (None, events.Write("create", "job1.abc", EVENT)),
-    (events.Observed("job1.abc", 4, "t0", "17"),
-     events.Write("patch", "job1.abc", {"count": 5, "lastTimestamp": "t9", "metadata": {"resourceVersion": "17"}})),
-    (events.Observed("job1.abc", 1, "t0", None), events.Write("patch", "job1.abc", {"count": 2, "lastTimestamp": "t9"})),
-], ids=["first-is-a-create", "repeat-patches-count-with-precondition", "repeat-without-known-version"])
-def test_correlate(seen: events.Observed | None, want: events.Write) -> None:
-    assert events.correlate(seen, event=EVENT, now="t9") == want
-
-
-@pytest.mark.parametrize(("answer", "want"), [
-    ({"metadata": {"name": "e", "resourceVersion": "3"}, "count": 2, "firstTimestamp": "t0"},
-     events.Observed("e", 2, "t0", "3")),
-    ({"metadata": {"name": "e"}, "lastTimestamp": "t1"}, events.Observed("e", 1, "t1", None)),
-    (None, None),
-    ({"metadata": {}}, None),
-], ids=["full-answer", "no-count-no-version", "no-answer", "nameless"])
-def test_observed(answer: Any, want: events.Observed | None) -> None:
-    assert events.observed(answer) == want
-
-
 def test_different_messages_are_different_events() -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
@@ -145,7 +122,7 @@ def test_a_failing_api_is_swallowed(verb: str, forget: bool) -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
     if forget:
-        events._seen.clear()  # the repeat goes create → AlreadyExists → get → update
+        kube_events.RECORDER.clear()  # the repeat goes create → AlreadyExists → get → update
     client.fail = verb
     events.record(ctx, JOB, "Normal", "A", "one")  # must not raise
     assert verb in client.calls[1:]
