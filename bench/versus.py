@@ -31,6 +31,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -163,6 +164,29 @@ def request_total(metrics_text: str) -> dict[str, float]:
         out[verb] = out.get(verb, 0.0) + float(value)
         out["all"] += float(value)
     return out
+
+
+def reads_by_resource(metrics_text: str) -> dict[str, float]:
+    """`apiserver_request_total`'s GETs and LISTs from a /metrics page, summed per `<verb> <resource>[/<sub>]`: which
+    objects a side reads from the API rather than from its informers."""
+    out: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if found.get("verb") not in ("GET", "LIST"):
+            continue
+        key = f"{found['verb']} {found.get('resource') or '?'}"
+        key += f"/{found['subresource']}" if found.get("subresource") else ""
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def reads_delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """`after - before` per key, the keys that changed only, largest first."""
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    return dict(sorted(((k, v) for k, v in delta.items() if v), key=lambda kv: (-kv[1], kv[0])))
 
 
 PASSED_SETTINGS = frozenset({"LAHAR_JOB_CACHE"})  # kept from the caller's environment, to compare a setting
@@ -453,7 +477,8 @@ def run(cluster: RealCluster, client: RestClient, side_name: str, index: int, ar
         informer.add_handler(on_add=watch.pod, on_update=lambda _old, new: watch.pod(new))
         informer.start()
         informer.wait_for_sync(60)
-        metrics0 = request_total(cluster.get("/metrics", timeout=30).decode())
+        text0 = cluster.get("/metrics", timeout=30).decode()
+        metrics0, reads0 = request_total(text0), reads_by_resource(text0)
         sched0, ctrl0 = cpu_seconds(side.pids("scheduler")), cpu_seconds(side.pids("controllers"))
         manifest = work / f"jobs-{index}.yaml"
         manifest.write_text(yaml.safe_dump_all(jobs(ns, args.pods, args.gang, args.queues)))
@@ -477,7 +502,9 @@ def run(cluster: RealCluster, client: RestClient, side_name: str, index: int, ar
         result["controllers_cpu_s"] = cpu_seconds(ctrl_pids) - ctrl0
         result["scheduler_rss_mib"] = rss_mib(sched_pids)
         result["controllers_rss_mib"] = rss_mib(ctrl_pids)
-        metrics1 = request_total(cluster.get("/metrics", timeout=30).decode())
+        text1 = cluster.get("/metrics", timeout=30).decode()
+        metrics1 = request_total(text1)
+        result["api_reads_by_resource"] = reads_delta(reads_by_resource(text1), reads0)
         result["api_requests"] = metrics1["all"] - metrics0["all"]
         result["api_requests_by_verb"] = {k: metrics1[k] - metrics0.get(k, 0.0) for k in metrics1 if k != "all"}
         with watch.lock:

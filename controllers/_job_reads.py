@@ -1,5 +1,6 @@
 """The job reconciler's reads: the Job, its pods and its PodGroup, from the informer cache when `ctx.cache` is fresh
-enough (`controllers.caches`), else from the API; and `wrote`, which tells the cache what our writes answered."""
+enough (`controllers.caches`), else from the API; its Queue and PriorityClasses likewise (`read_named`); and `wrote`,
+which tells the cache what our writes answered."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from lahar.controllers.context import Context
 from lahar.kube import errors
 from lahar.kube.models import labels as keys
 
-__all__ = ["owned", "read_children", "read_job", "wrote"]
+__all__ = ["owned", "read_children", "read_job", "read_named", "wrote"]
 
 
 def owned(obj: dict[str, Any], uid: str) -> bool:
@@ -39,6 +40,18 @@ def read_job(ctx: Context, t: Any, namespace: str, name: str) -> dict[str, Any] 
     if ctx.cache is not None:
         ctx.cache.covered("Job", namespace, name, raw["metadata"].get("resourceVersion"))
     return raw
+
+
+def read_named(ctx: Context, kind: str, rt: Any, name: str) -> dict[str, Any] | None:
+    """A cluster-scoped object the Job names (its Queue, a PriorityClass): from the cache when it holds it, else the
+    API (None: not found). Callers only read it; it is not copied."""
+    cached = ctx.cache.named(kind, name) if ctx.cache is not None else None
+    if cached is not None:
+        return cached
+    try:
+        return ctx.client.get(rt, name)
+    except errors.NotFound:
+        return None
 
 
 def _read_pods(ctx: Context, t: Any, job: dict[str, Any]) -> list[dict[str, Any]]:

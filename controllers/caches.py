@@ -6,6 +6,14 @@ reached every resourceVersion the read must see — the newest event `lahar disp
 (kept in Redis by the dispatcher, `seen`), and this process's own last write for that Job. A Conflict, or a write
 whose answer carries no resourceVersion, makes the next read of that Job go to the API. resourceVersions are compared
 as integers (etcd's and devcluster's); one that is not an integer is never fresh.
+
+The Queue and the PriorityClasses a Job names (`named`) come from informers too when their types are given: nothing
+routes their versions to a Job, so a synced informer is fresh enough (as Volcano's listers are), and a name it does not
+hold (not created yet, or gone) is asked of the API.
+
+The Queue reconciler's world (every Queue and every PodGroup, `queue_world`) is served the same way as a Job's reads:
+once the informers have reached the Queue and PodGroup versions the dispatcher routed to that Queue (`TRACKED`) and
+this process's own last Queue write; else None, and it lists them from the API.
 """
 
 from __future__ import annotations
@@ -19,18 +27,22 @@ from lahar.kube.informers import Informer
 from lahar.kube.models import labels as keys
 from lahar.kube.resources import ResourceType
 
-__all__ = ["KINDS", "JobCache", "fresh_enough", "seen_key"]
+__all__ = ["KINDS", "NAMED_KINDS", "TRACKED", "JobCache", "fresh_enough", "seen_key"]
 
 Obj = dict[str, Any]
 KINDS = ("Job", "Pod", "PodGroup")
+NAMED_KINDS = ("Queue", "PriorityClass")  # cluster-scoped, read by name; optional in `types`
+TRACKED = {"Job": KINDS, "Queue": ("Queue", "PodGroup")}  # reconciled kind → kinds whose routed versions it must see
+_QUEUE = ("", "\0queues")  # the key of this process's own Queue writes in `_own` (no Job has it)
 _JOB_INDEX = "job"
 _FORCE = "force"  # a write we cannot place: the next read of the Job goes to the API
 _MAX_TRACKED = 50_000
 
 
-def seen_key(prefix: str, namespace: str, name: str) -> str:
-    """The Redis hash where the dispatcher keeps, per kind, the newest resourceVersion it routed to Job ns/name."""
-    return f"{prefix}seen:Job/{namespace}/{name}"
+def seen_key(prefix: str, namespace: str, name: str, kind: str = "Job") -> str:
+    """The Redis hash where the dispatcher keeps, per kind, the newest resourceVersion it routed to `kind` ns/name
+    (a Job, or a Queue with namespace "")."""
+    return f"{prefix}seen:{kind}/{namespace}/{name}"
 
 
 def _int(rv: Any) -> int | None:
@@ -69,15 +81,20 @@ class JobCache:
 
     def __init__(self, client: Any, types: Mapping[str, ResourceType], *,
                  seen: Callable[[str, str], Mapping[str, Any]] | None = None, wait: float = 0.1,
-                 informer_options: Mapping[str, Any] | None = None) -> None:
+                 informer_options: Mapping[str, Any] | None = None,
+                 queue_seen: Callable[[str], Mapping[str, Any]] | None = None) -> None:
         opts = dict(informer_options or {})
         self.informers: dict[str, Informer] = {
             "Job": Informer(client, types["Job"], **opts),
             "Pod": Informer(client, types["Pod"], label_selector=keys.JOB_NAME_KEY, **opts),
             "PodGroup": Informer(client, types["PodGroup"], **opts),
         }
+        for kind in NAMED_KINDS:
+            if types.get(kind) is not None:
+                self.informers[kind] = Informer(client, types[kind], **opts)
         self.informers["Pod"].add_index(_JOB_INDEX, _pod_job)
         self.seen = seen or (lambda _ns, _name: {})
+        self.queue_seen = queue_seen  # None: nothing says what a Queue reconcile must see, it lists from the API
         self.wait = wait
         self.stats = {"hits": 0, "misses": 0}
         self._own: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, job) → kind → our last write's version
@@ -184,3 +201,48 @@ class JobCache:
         if inf is None:
             return False, None
         return True, inf.get(namespace, pg_name)
+
+    def named(self, kind: str, name: str) -> Obj | None:
+        """The Queue or PriorityClass `name` from its synced informer; None: not served (no such informer, not
+        synced, or the name not in it) — ask the API."""
+        inf = self.informers.get(kind)
+        found = None
+        if inf is not None and fresh_enough(synced=inf.has_synced(), watched=inf.resource_version, needed=[]):
+            found = inf.get(None, name)
+        with self._mu:
+            self.stats["hits" if found is not None else "misses"] += 1
+        return found
+
+    # -- the Queue reconciler's world (None: list from the API) ------------------------------------------------
+
+    def queue_world(self, name: str) -> tuple[list[Obj], list[Obj]] | None:
+        """Every Queue and every PodGroup, once the informers have reached what the dispatcher routed to Queue
+        `name` and this process's last Queue write (waiting up to `wait`); None: not served. Not counted in `stats`
+        (those are the job reconciler's reads)."""
+        queues, pgs = self.informers.get("Queue"), self.informers["PodGroup"]
+        if queues is None or self.queue_seen is None:
+            return None
+        try:
+            seen = dict(self.queue_seen(name) or {})
+        except Exception:  # noqa: BLE001 - Redis away: nothing proves the cache fresh, read the API
+            return None
+        with self._mu:
+            own = (self._own.get(_QUEUE) or {}).get("Queue")
+        needs = ((queues, [seen.get("Queue"), own]), (pgs, [seen.get("PodGroup")]))
+        deadline = time.monotonic() + self.wait
+        while not all(fresh_enough(synced=inf.has_synced(), watched=inf.resource_version, needed=need)
+                      for inf, need in needs):
+            if own == _FORCE or time.monotonic() >= deadline or not all(inf.has_synced() for inf, _ in needs):
+                return None
+            time.sleep(0.01)
+        return queues.list(), pgs.list()
+
+    def wrote_queue(self, obj: Any) -> None:
+        """Our write of a Queue answered `obj`: later Queue reconciles here must see at least its version."""
+        rv = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
+        self._note("Queue", *_QUEUE, rv if _int(rv) is not None else _FORCE)
+
+    def listed_queues(self, rv: Any) -> None:
+        """An API list of the Queues answered at version `rv`: it covers our Queue writes before it."""
+        if _int(rv) is not None:
+            self._note("Queue", *_QUEUE, rv)

@@ -96,21 +96,16 @@ def _priorities(ctx: Context, t: _Types, job: dict[str, Any]) -> dict[str, int]:
     for task in job["spec"]["tasks"]:
         name = ((task.get("template") or {}).get("spec") or {}).get("priorityClassName")
         if name and name not in out:
-            try:
-                out[name] = int(ctx.client.get(t.priorityclass, name).get("value") or 0)
-            except errors.NotFound:
-                out[name] = 0
+            pc = _job_reads.read_named(ctx, "PriorityClass", t.priorityclass, name)
+            out[name] = int((pc or {}).get("value") or 0)
     return out
 
 
 def _forwarding(ctx: Context, t: _Types, job: dict[str, Any]) -> bool:
     if t.queue is None:
         return False
-    try:
-        queue = ctx.client.get(t.queue, job["spec"]["queue"])
-    except errors.NotFound:
-        return False
-    return bool((queue.get("spec") or {}).get("extendClusters"))
+    queue = _job_reads.read_named(ctx, "Queue", t.queue, job["spec"]["queue"])
+    return bool(((queue or {}).get("spec") or {}).get("extendClusters"))
 
 
 # --- planning (pure) ------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ and one marked closed-by-parent re-opens once its parent is Open. A queue cannot
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -108,15 +109,30 @@ def _state(obj: Mapping[str, Any] | None) -> str:
 
 
 class _World:
-    """One read of what a queue decision needs: every queue and every PodGroup, by queue name."""
+    """One read of what a queue decision needs: every queue and every PodGroup, by queue name — from the worker's
+    informers when they have reached what the dispatcher routed to queue `cached_for` (`controllers.caches`),
+    else listed from the API. Queue writes go through `wrote`, so the next reconcile here waits for them."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, cached_for: str | None = None) -> None:
         self.ctx = ctx
         self.q_rt = _meta.rt(ctx, "queues")
-        self.queues = {q["metadata"]["name"]: q for q in ctx.client.list(self.q_rt)["items"]}
+        served = ctx.cache.queue_world(cached_for) if ctx.cache is not None and cached_for is not None else None
+        if served is not None and any(q["metadata"]["name"] == cached_for for q in served[0]):  # else: new or gone
+            queues, pgs = copy.deepcopy(served[0]), served[1]  # Queues are written from; PodGroups only counted
+        else:
+            listed = ctx.client.list(self.q_rt)
+            if ctx.cache is not None:
+                ctx.cache.listed_queues((listed.get("metadata") or {}).get("resourceVersion"))
+            queues, pgs = listed["items"], ctx.client.list(_meta.rt(ctx, "podgroups"))["items"]
+        self.queues = {q["metadata"]["name"]: q for q in queues}
         self.podgroups: dict[str, list[dict[str, Any]]] = {}
-        for pg in ctx.client.list(_meta.rt(ctx, "podgroups"))["items"]:
+        for pg in pgs:
             self.podgroups.setdefault((pg.get("spec") or {}).get("queue") or "default", []).append(pg)
+
+    def wrote(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if self.ctx.cache is not None:
+            self.ctx.cache.wrote_queue(answer)
+        return answer
 
     def children(self, name: str) -> list[dict[str, Any]]:
         return sorted((q for q in self.queues.values() if (q.get("spec") or {}).get("parent") == name),
@@ -128,7 +144,7 @@ class _World:
             return queue
         name = queue["metadata"]["name"]
         patch = {"metadata": {"annotations": {labels.QUEUE_CLOSED_BY_PARENT_ANNOTATION: value}}}
-        updated = self.ctx.client.patch(self.q_rt, name, patch, patch_type="merge")
+        updated = self.wrote(self.ctx.client.patch(self.q_rt, name, patch, patch_type="merge"))
         self.queues[name] = updated
         return updated
 
@@ -144,8 +160,8 @@ def _run(world: _World, name: str, action: str, seen: set[str]) -> Result:
         return Result()
 
     if name != ROOT and not (queue.get("spec") or {}).get("parent"):
-        queue = ctx.client.patch(world.q_rt, name, [{"op": "add", "path": "/spec/parent", "value": ROOT}],
-                                 patch_type="json")
+        queue = world.wrote(ctx.client.patch(world.q_rt, name, [{"op": "add", "path": "/spec/parent", "value": ROOT}],
+                                             patch_type="json"))
         world.queues[name] = queue
     parent_name = (queue.get("spec") or {}).get("parent")
     parent = world.queues.get(parent_name) if parent_name and name != ROOT else None
@@ -186,7 +202,7 @@ def _run(world: _World, name: str, action: str, seen: set[str]) -> Result:
     if status != (queue.get("status") or {}):
         written = dict(queue)
         written["status"] = status
-        queue = ctx.client.update_status(world.q_rt, written)  # resourceVersion precondition: 409 on a race
+        queue = world.wrote(ctx.client.update_status(world.q_rt, written))  # resourceVersion precondition: 409
         world.queues[name] = queue
     if new_state != state and action == OPEN_QUEUE:
         events.record(ctx, queue, "Normal", OPEN_QUEUE, "Open queue succeed")
@@ -203,7 +219,12 @@ def _run(world: _World, name: str, action: str, seen: set[str]) -> Result:
 
 def reconcile(ctx: Context, namespace: str, name: str) -> Result:
     """SyncQueue for `name` (Queues are cluster-scoped; `namespace` is ignored)."""
-    return _run(_World(ctx), name, SYNC_QUEUE, set())
+    try:
+        return _run(_World(ctx, cached_for=name), name, SYNC_QUEUE, set())
+    except errors.Conflict:
+        if ctx.cache is not None:
+            ctx.cache.wrote_queue(None)  # someone wrote first: the retry lists from the API
+        raise
 
 
 def execute(ctx: Context, name: str, action: str) -> Result:

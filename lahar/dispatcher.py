@@ -60,7 +60,7 @@ class Dispatcher:
         self.stats = {"events": 0, "works": 0, "sent": 0, "deduplicated": 0, "inbox": 0, "timers": 0, "errors": 0}
         self._outbox: queue.Queue[Work] = queue.Queue()
         self._queued: set[Key] = set()
-        self._seen: dict[Key, dict[str, str]] = {}  # Job key → kind → newest resourceVersion routed to it
+        self._seen: dict[Key, dict[str, str]] = {}  # Job/Queue key → kind → newest resourceVersion routed to it
         self._mu = threading.Lock()
 
     # -- routing (informer threads) ----------------------------------------------------------------------------
@@ -83,7 +83,7 @@ class Dispatcher:
         with self._mu:
             self.stats["events"] += 1
             for work in works:
-                if work.key.kind == "Job" and kind in caches.KINDS and rv:
+                if kind in caches.TRACKED.get(work.key.kind, ()) and rv:
                     self._seen.setdefault(work.key, {})[kind] = str(rv)
                 if not work.inbox and work.key in self._queued:
                     self.stats["deduplicated"] += 1
@@ -136,7 +136,7 @@ class Dispatcher:
     def _write_seen(self, key: Key, seen: dict[str, str]) -> None:
         """What the worker's read cache must have seen before it serves this Job (`controllers.caches`); written
         before the task is sent. On a failure the versions go back, to be written with the retry."""
-        name = caches.seen_key(workqueue.PREFIX, key.namespace, key.name)
+        name = caches.seen_key(workqueue.PREFIX, key.namespace, key.name, key.kind)
         try:
             pipe = self.redis.pipeline()
             pipe.hset(name, mapping=seen)

@@ -164,13 +164,16 @@ class Runtime:
             if self._cache is None:
                 reg = client.registry
                 types = {"Job": reg.get("batch.volcano.sh", "v1alpha1", "jobs"), "Pod": reg.get("", "v1", "pods"),
-                         "PodGroup": reg.get("scheduling.volcano.sh", "v1beta1", "podgroups")}
-                if any(rt is None for rt in types.values()):
+                         "PodGroup": reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"),
+                         "Queue": reg.get("scheduling.volcano.sh", "v1beta1", "queues"),
+                         "PriorityClass": reg.get("scheduling.k8s.io", "v1", "priorityclasses")}
+                if any(types[kind] is None for kind in caches.KINDS):
                     return None
                 redis = self.redis
                 self._cache = caches.JobCache(
                     client, types,
-                    seen=lambda ns, name: redis.hgetall(caches.seen_key(workqueue.PREFIX, ns, name))).start()
+                    seen=lambda ns, name: redis.hgetall(caches.seen_key(workqueue.PREFIX, ns, name)),
+                    queue_seen=lambda name: redis.hgetall(caches.seen_key(workqueue.PREFIX, "", name, "Queue"))).start()
             return self._cache or None
 
     def context(self) -> Context:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.kube import errors
+from lahar.kube import events as kube_events
 from lahar.kube.client import ClusterClient, Obj
 from lahar.scheduler.framework.session import Decisions
 
@@ -50,37 +51,20 @@ def _now() -> str:
 
 def record_event(client: ClusterClient, involved: Obj, type_: str, reason: str, message: str, *,
                  component: str = COMPONENT, now: Callable[[], str] = _now) -> bool:
-    """A core/v1 Event about `involved`; a repeat of (object, reason, message) bumps `count`. Best effort."""
-    rt = client.registry.get("", "v1", "events")
-    if rt is None:
-        return False
+    """A core/v1 Event about `involved`, written through the process's recorder (`kube.events`): a repeat of
+    (object, reason, message) is one patch of `count`, nothing read back. Best effort."""
     meta = involved.get("metadata") or {}
-    namespace = meta.get("namespace") or "default"
     digest = hashlib.sha1(f"{meta.get('uid')}/{reason}/{message}".encode()).hexdigest()[:10]
-    name = f"{meta.get('name')}.{digest}"
     ts = now()
-    try:
-        current = client.get(rt, name, namespace=namespace)
-        current["count"] = int(current.get("count") or 1) + 1
-        current["lastTimestamp"] = ts
-        client.update(rt, current, namespace=namespace)
-        return True
-    except errors.NotFound:
-        pass
-    except errors.ApiError:
-        return False
     event = {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": namespace},
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta.get('name')}.{digest}", "namespace": meta.get("namespace") or "default"},
         "involvedObject": {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind"),
                            "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid")},
         "type": type_, "reason": reason, "message": message, "source": {"component": component},
         "reportingComponent": component, "count": 1, "firstTimestamp": ts, "lastTimestamp": ts,
     }
-    try:
-        client.create(rt, event, namespace=namespace)
-        return True
-    except errors.ApiError:
-        return False
+    return kube_events.RECORDER.record(client, event) is not None
 
 
 def bind_volumes(client: ClusterClient, actions: Iterable[Mapping[str, str]]) -> None:

@@ -49,6 +49,15 @@ class LiveCluster:
         self.devcluster.stop()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_event_recorder() -> None:
+    """Each test starts as a new process would: no Event remembered in `kube.events`' aggregation cache (tests reuse
+    object names and UIDs across clusters)."""
+    from lahar.kube import events
+
+    events.RECORDER.clear()
+
+
 @pytest.fixture(scope="session")
 def live_devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     """A devcluster (SQLite state, TLS, bearer token) serving on 127.0.0.1:<free port> for this session."""

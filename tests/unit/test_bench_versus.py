@@ -119,3 +119,21 @@ def test_lahar_env_keeps_the_data_dir_from_shadowing_the_package(tmp_path: Path)
     assert Path(env["LAHAR_DATA_DIR"]).name != "lahar" and Path(env["LAHAR_DATA_DIR"]).parent == tmp_path
     assert env["KUBECONFIG"] == "/kc" and env["REDIS_URL"] == "redis://127.0.0.1:6390/0"
     assert "LAHAR_REDIS_URL" not in env and env["PATH"] == "/bin"
+
+
+def test_reads_by_resource_counts_gets_and_lists_per_resource() -> None:
+    text = "\n".join([
+        'apiserver_request_total{code="200",component="apiserver",resource="queues",scope="cluster",'
+        'subresource="",verb="GET"} 7',
+        'apiserver_request_total{code="404",component="apiserver",resource="queues",verb="GET"} 1',
+        'apiserver_request_total{code="200",component="apiserver",resource="pods",subresource="log",verb="GET"} 2',
+        'apiserver_request_total{code="200",component="apiserver",resource="pods",verb="LIST"} 3',
+        'apiserver_request_total{code="201",component="apiserver",resource="pods",verb="POST"} 120',
+    ])
+    assert versus.reads_by_resource(text) == {"GET queues": 8.0, "GET pods/log": 2.0, "LIST pods": 3.0}
+
+
+def test_reads_delta_keeps_what_changed_largest_first() -> None:
+    before = {"GET queues": 5.0, "LIST pods": 3.0}
+    after = {"GET queues": 9.0, "LIST pods": 3.0, "GET events": 10.0}
+    assert list(versus.reads_delta(after, before).items()) == [("GET events", 10.0), ("GET queues", 4.0)]

@@ -82,3 +82,29 @@ def test_the_routed_versions_reach_redis_before_the_task() -> None:
     assert order == ["send Job/ns/j1"]
     verbs = [op[0] for op in redis.log]
     assert verbs.index("hset") < verbs.index("send")
+
+
+def _pg(rv: str, phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": "j1-u1", "namespace": "ns", "uid": "g1", "resourceVersion": rv,
+                         "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j1",
+                                              "uid": "u1", "controller": True}]},
+            "spec": {"queue": "q1", "minMember": 1}, "status": {"phase": phase}}
+
+
+def test_a_podgroup_version_routed_to_its_queue_is_noted_for_the_queue_too() -> None:
+    redis = _Redis()
+    stop = _Stop()
+    sent: list[str] = []
+
+    def send(key: Key) -> bool:
+        sent.append(str(key))
+        if len(sent) == 2:
+            stop.set()
+        return True
+
+    d = Dispatcher(client=None, redis=redis, send=send)
+    d._on("PodGroup", dispatch.MODIFIED, _pg("51", "Inqueue"), _pg("50", "Pending"))
+    d._send_loop(stop)
+    assert sorted(sent) == ["Job/ns/j1", "Queue//q1"]
+    assert redis.hashes[caches.seen_key(workqueue.PREFIX, "", "q1", "Queue")] == {"PodGroup": "51"}
+    assert redis.hashes[caches.seen_key(workqueue.PREFIX, "ns", "j1")] == {"PodGroup": "51"}

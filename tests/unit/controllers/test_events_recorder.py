@@ -1,5 +1,6 @@
-"""`controllers.events.record` against the in-memory cluster: a new Event costs one API call (a create, no GET that
-answers 404 first), a repeat bumps `count` on the existing Event, and a failing API never fails the caller."""
+"""`controllers.events.record` (through `kube.events`) against the in-memory cluster: a new Event costs one API call
+(a create, no GET that answers 404 first), a repeat is one merge patch of `count` (nothing read back), and a failing
+API never fails the caller."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from lahar.controllers import events
 from lahar.controllers.context import Context, MemoryInbox, MemoryTimers
 from lahar.kube import errors
+from lahar.kube import events as kube_events
 from lahar.kube.apiserver.memory import MemoryClient
 from lahar.kube.apiserver.store import Store
 
@@ -40,7 +42,7 @@ class Counting:
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
-    events._seen.clear()  # what this process wrote before: each test starts as a new process
+    kube_events.RECORDER.clear()  # what this process wrote before: each test starts as a new process
 
 
 def _world(fail: str | None = None) -> tuple[Context, Counting]:
@@ -65,32 +67,46 @@ def test_a_new_event_is_one_create() -> None:
     assert (ev["reason"], ev["count"], ev["involvedObject"]["uid"]) == ("ExecuteAction", 1, "u-1")
 
 
-def test_a_repeat_bumps_the_count() -> None:
+def test_a_repeat_is_one_patch_and_reads_nothing() -> None:
     ctx, client = _world()
     for _ in range(3):
         events.record(ctx, JOB, "Warning", "PodGroupPending", "PodGroup default:job1 unschedulable, reason: x")
-    assert client.calls == ["create", "get", "update", "get", "update"]
+    assert client.calls == ["create", "patch", "patch"]
     (ev,) = _events(client)
-    assert ev["count"] == 3
+    assert (ev["count"], ev["firstTimestamp"], ev["lastTimestamp"]) == (3, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
 
 
-def test_a_repeat_of_another_process_event_bumps_it() -> None:
+def test_a_repeat_of_another_process_event_is_read_once_then_patched() -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
-    events._seen.clear()  # written by another worker process
+    kube_events.RECORDER.clear()  # written by another worker process
     events.record(ctx, JOB, "Normal", "A", "one")
-    assert client.calls == ["create", "create", "get", "update"]
-    assert _events(client)[0]["count"] == 2
+    events.record(ctx, JOB, "Normal", "A", "one")
+    assert client.calls == ["create", "create", "get", "update", "patch"]
+    assert _events(client)[0]["count"] == 3
 
 
-def test_a_remembered_event_that_is_gone_is_created_again() -> None:
+def test_a_repeat_another_process_bumped_meanwhile_conflicts_and_counts_on() -> None:
     ctx, client = _world()
+    events.record(ctx, JOB, "Normal", "A", "one")
+    rt = client.registry.get("", "v1", "events")
+    (ev,) = _events(client)
+    ev["count"] = 5  # another worker process's repeats
+    client.inner.update(rt, ev, namespace=NS)
+    events.record(ctx, JOB, "Normal", "A", "one")
+    assert client.calls == ["create", "patch", "get", "update"]
+    assert _events(client)[0]["count"] == 6
+
+
+def test_a_remembered_event_that_is_gone_is_created_again_with_its_count() -> None:
+    ctx, client = _world()
+    events.record(ctx, JOB, "Normal", "A", "one")
     events.record(ctx, JOB, "Normal", "A", "one")
     rt = client.registry.get("", "v1", "events")
     client.inner.delete(rt, _events(client)[0]["metadata"]["name"], namespace=NS)  # expired (the API's event TTL)
     events.record(ctx, JOB, "Normal", "A", "one")
-    assert client.calls == ["create", "get", "create"]
-    assert _events(client)[0]["count"] == 1
+    assert client.calls == ["create", "patch", "patch", "create"]
+    assert _events(client)[0]["count"] == 3
 
 
 def test_different_messages_are_different_events() -> None:
@@ -100,9 +116,13 @@ def test_different_messages_are_different_events() -> None:
     assert sorted(e["message"] for e in _events(client)) == ["one", "two"]
 
 
-@pytest.mark.parametrize("verb", ["create", "get", "update"], ids=["create-fails", "get-fails", "update-fails"])
-def test_a_failing_api_is_swallowed(verb: str) -> None:
+@pytest.mark.parametrize(("verb", "forget"), [("create", True), ("get", True), ("update", True), ("patch", False)],
+                         ids=["create-fails", "get-fails", "update-fails", "patch-fails"])
+def test_a_failing_api_is_swallowed(verb: str, forget: bool) -> None:
     ctx, client = _world()
     events.record(ctx, JOB, "Normal", "A", "one")
+    if forget:
+        kube_events.RECORDER.clear()  # the repeat goes create → AlreadyExists → get → update
     client.fail = verb
     events.record(ctx, JOB, "Normal", "A", "one")  # must not raise
+    assert verb in client.calls[1:]

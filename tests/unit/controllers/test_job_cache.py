@@ -146,3 +146,75 @@ def test_wrote_keeps_the_newest_version_and_forces_on_unknown(cluster: Cluster) 
     c.covered("Pod", NS, "j", "9")  # an API list at 9 covers it
     c.begin(NS, "j")
     assert c._needs[(NS, "j")]["Pod"][1] == "9"
+
+
+# --- the Queue and PriorityClasses a Job names ---------------------------------------------------------------------
+
+NAMED = {("get", "queues"), ("get", "priorityclasses")}
+
+
+def _named_world(*, cached: bool) -> tuple[Cluster, list[set[tuple[str, str]]]]:
+    """A Job whose task names PriorityClass `high`, reconciled to its pods and once more (steady state); returns the
+    cluster and each reconcile's GETs and LISTs."""
+    c = Cluster()
+    reg = c.inner.registry
+    c.inner.create(reg.get("scheduling.k8s.io", "v1", "priorityclasses"),
+                   {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                    "value": 1000})
+    c.inner.create(reg.get("scheduling.volcano.sh", "v1beta1", "queues"),
+                   {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+                    "spec": {"weight": 1}})
+    job = c.job()
+    job["spec"]["tasks"][0]["template"]["spec"]["priorityClassName"] = "high"
+    c.inner.update(c.types["Job"], job, namespace=NS)
+    c.cache.stop()
+    types = {**c.types, "Queue": reg.get("scheduling.volcano.sh", "v1beta1", "queues"),
+             "PriorityClass": reg.get("scheduling.k8s.io", "v1", "priorityclasses")}
+    c.cache = caches.JobCache(c.inner, types, seen=lambda ns, name: c.seen, wait=5.0).start(5.0)
+    c.ctx.cache = c.cache if cached else None
+    reads = []
+    for step in ("podgroup", "pods", "steady"):
+        c.client.calls.clear()
+        jobs.reconcile(c.ctx, NS, "job1")
+        reads.append({call for call in c.client.calls if call[0] in ("get", "list")})
+        if step == "podgroup":
+            c.enqueue()
+    return c, reads
+
+
+@pytest.mark.parametrize(("cached", "want"), [
+    (False, [{("get", "priorityclasses")}, NAMED, {("get", "priorityclasses")}]),
+    (True, [set(), set(), set()]),
+], ids=["api-reads-them-every-reconcile", "informers-serve-them"])
+def test_the_queue_and_priorityclasses_come_from_informers(cached: bool, want: list[set[tuple[str, str]]]) -> None:
+    c, reads = _named_world(cached=cached)
+    try:
+        assert [r & NAMED for r in reads] == want
+        if cached:
+            assert reads[2] == set()  # steady state: not one GET or LIST, Events included
+        assert len(c.inner.list(c.types["Pod"], namespace=NS)["items"]) == 2
+    finally:
+        c.cache.stop()
+        _fanout.shutdown()
+
+
+def test_a_name_the_informer_does_not_hold_is_asked_of_the_api() -> None:
+    c = Cluster()
+    try:
+        reg = c.inner.registry
+        queues = reg.get("scheduling.volcano.sh", "v1beta1", "queues")
+        c.cache.stop()
+        c.cache = caches.JobCache(c.inner, {**c.types, "Queue": queues}, wait=5.0).start(5.0)
+        c.ctx.cache = c.cache
+        assert c.cache.named("Queue", "later") is None  # not created yet
+        assert c.cache.named("PriorityClass", "high") is None  # no informer for the kind
+        c.cache.informers["Queue"].stop()  # it will not see the Queue created next
+        c.inner.create(queues, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                "metadata": {"name": "later"}, "spec": {"extendClusters": [{"name": "c2"}]}})
+        c.client.calls.clear()
+        assert jobs._forwarding(c.ctx, jobs._Types.of(c.ctx), {"spec": {"queue": "later"}}) is True
+        assert c.client.calls == [("get", "queues")]
+        assert jobs._forwarding(c.ctx, jobs._Types.of(c.ctx), {"spec": {"queue": "gone"}}) is False  # 404: none
+    finally:
+        c.cache.stop()
+        _fanout.shutdown()
