@@ -1,0 +1,213 @@
+"""The DynamicResources filter for the predicates plugin (`predicate.DynamicResourceAllocationEnable`): a pod's
+ResourceClaims, allocated per node by the structured allocator (devices/dra.py), reserved in the session.
+
+A pod names its claims in `spec.resourceClaims`: `resourceClaimName`, or `resourceClaimTemplateName`, whose claim
+(created by kube-controller-manager) is the one `status.resourceClaimStatuses` names. A node fails when a claim is
+missing, allocated to another node, or cannot get devices there. The choice is reserved when the pod is allocated
+(two pods of the session never take one device; a gang's discard gives them back), and at session close the bound
+pods' claims go to commit (`Decisions.claims`), which writes `status.allocation` and `status.reservedFor` before
+the bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lahar.scheduler.devices import dra
+from lahar.scheduler.framework.snapshot import Task
+
+__all__ = ["ClaimRef", "Claims", "pod_claims"]
+
+Obj = Mapping[str, Any]
+NOT_ON_NODE = "resourceclaim not available on the node"
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    pod_claim: str  # the entry's name in the pod's spec.resourceClaims
+    name: str       # the ResourceClaim's name ("" while a template's claim does not exist yet)
+    template: str = ""
+
+
+def pod_claims(pod: Obj) -> list[ClaimRef]:
+    """The ResourceClaims a pod uses, in `spec.resourceClaims` order."""
+    spec = pod.get("spec") or {}
+    entries = spec.get("resourceClaims") or ()
+    if not entries:
+        return []
+    created = {s.get("name"): s.get("resourceClaimName") or ""
+               for s in (pod.get("status") or {}).get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
+    out: list[ClaimRef] = []
+    for e in entries:
+        if not isinstance(e, Mapping):
+            continue
+        name = str(e.get("name") or "")
+        if e.get("resourceClaimName"):
+            out.append(ClaimRef(name, str(e["resourceClaimName"])))
+        elif e.get("resourceClaimTemplateName"):
+            out.append(ClaimRef(name, str(created.get(name) or ""), str(e["resourceClaimTemplateName"])))
+    return out
+
+
+def _node_selector_ok(selector: Obj | None, node: Any) -> bool:
+    """An allocation's nodeSelector against a node: matchFields on metadata.name and matchExpressions on labels."""
+    if not selector:
+        return True
+    for term in selector.get("nodeSelectorTerms") or ():
+        ok = True
+        for e in (*((term or {}).get("matchFields") or ()), *((term or {}).get("matchExpressions") or ())):
+            key, op, values = e.get("key"), e.get("operator"), list(e.get("values") or ())
+            value = node.name if e in ((term or {}).get("matchFields") or ()) and key == "metadata.name" \
+                else node.labels.get(key)
+            if op == "In":
+                ok = value is not None and value in values
+            elif op == "NotIn":
+                ok = value is None or value not in values
+            elif op == "Exists":
+                ok = value is not None
+            elif op == "DoesNotExist":
+                ok = value is None
+            else:
+                ok = False
+            if not ok:
+                break
+        if ok:
+            return True
+    return False
+
+
+def _allocated_ids(claim: Obj) -> list[dra.DeviceID]:
+    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or ()
+    return [(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))) for r in results if isinstance(r, Mapping)]
+
+
+def node_selector_for(node_name: str) -> dict[str, Any]:
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                     "values": [node_name]}]}]}
+
+
+class Claims:
+    """The session's view of ResourceClaims: what is allocated (by the API and by this session) and the filter."""
+
+    def __init__(self, extras: Mapping[str, Mapping[str, Obj]], nodes: list[Any]) -> None:
+        self.claims = dict(extras.get("resourceclaims") or {})
+        self.classes = {(o.get("metadata") or {}).get("name", ""): o
+                        for o in (extras.get("deviceclasses") or {}).values()}
+        self.slices = list((extras.get("resourceslices") or {}).values())
+        self.nodes = nodes
+        self.allocated: set[dra.DeviceID] = set()
+        for c in self.claims.values():
+            self.allocated.update(_allocated_ids(c))
+        self.pending: dict[str, tuple[str, list[dict[str, str]], str]] = {}  # claim key → (node, results, by uid)
+        self.actions: dict[str, list[dict[str, Any]]] = {}                 # task uid → commit actions
+        self.matcher = dra.Matcher()
+        self._devices: dict[int, list[dra.Device]] = {}
+
+    def devices(self, i: int) -> list[dra.Device]:
+        hit = self._devices.get(i)
+        if hit is None:
+            node = self.nodes[i]
+            hit = self._devices[i] = dra.node_devices(self.slices, node_name=node.name, node_labels=node.labels)
+        return hit
+
+    def _resolve(self, task: Task) -> tuple[list[tuple[str, Obj]], str, bool]:
+        """The pod's claims as (key, object), or (_, reason, unresolvable) when one cannot be used anywhere."""
+        out: list[tuple[str, Obj]] = []
+        for ref in pod_claims(task.pod):
+            if not ref.name:
+                return [], (f"waiting for the ResourceClaim of pod claim {ref.pod_claim} (template {ref.template}) "
+                            "to be created"), False
+            key = f"{task.namespace}/{ref.name}"
+            claim = self.claims.get(key)
+            if claim is None:
+                return [], f'resourceclaim "{ref.name}" not found', True
+            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                return [], f'resourceclaim "{ref.name}" is being deleted', True
+            out.append((key, claim))
+        return out, "", False
+
+    def _plan(self, claims: list[tuple[str, Obj]], i: int) -> list[tuple[str, list[dict[str, str]] | None]] | str:
+        """Per claim: the results to allocate on node i (None: already allocated, fits the node), or a reason."""
+        node = self.nodes[i]
+        todo: list[tuple[str, list[dra.DeviceRequest]]] = []
+        out: list[tuple[str, list[dict[str, str]] | None]] = []
+        for key, claim in claims:
+            allocation = (claim.get("status") or {}).get("allocation")
+            pending = self.pending.get(key)
+            if pending is not None:
+                if pending[0] != node.name:
+                    return NOT_ON_NODE
+                out.append((key, None))
+            elif allocation:
+                if not _node_selector_ok(allocation.get("nodeSelector"), node):
+                    return NOT_ON_NODE
+                out.append((key, None))
+            elif key not in (k for k, _ in todo):
+                requests = dra.requests_of(claim)
+                if isinstance(requests, str):
+                    return f"claim {key}: {requests}"
+                todo.append((key, requests))
+        if todo:
+            got = dra.allocate(todo, classes=self.classes, devices=self.devices(i), allocated=self.allocated,
+                               matcher=self.matcher)
+            if isinstance(got, str):
+                return f"cannot allocate all claims: {got}"
+            out.extend((key, results) for (key, _), results in zip(todo, got, strict=True))
+        return out
+
+    def check(self, task: Task) -> tuple[np.ndarray, Any, bool] | None:
+        """(failing nodes, reasons, unresolvable) for a pod with claims; None when it has none or all nodes fit."""
+        if not (task.pod.get("spec") or {}).get("resourceClaims"):
+            return None
+        n = len(self.nodes)
+        claims, reason, unresolvable = self._resolve(task)
+        if reason:
+            return np.ones(n, dtype=bool), reason, unresolvable
+        if not claims:
+            return None
+        bad = np.zeros(n, dtype=bool)
+        reasons = np.full(n, None, dtype=object)
+        for i in range(n):
+            got = self._plan(claims, i)
+            if isinstance(got, str):
+                bad[i] = True
+                reasons[i] = got
+        return (bad, reasons, False) if bad.any() else None
+
+    def on_allocate(self, task: Task, i: int) -> None:
+        claims, reason, _ = self._resolve(task)
+        if reason or not claims:
+            return
+        got = self._plan(claims, i)
+        if isinstance(got, str):  # the filter passed this node: only a change within the session gets here
+            return
+        node = self.nodes[i].name
+        meta = task.pod.get("metadata") or {}
+        actions: list[dict[str, Any]] = []
+        for key, results in got:
+            namespace, _, name = key.partition("/")
+            allocation = None
+            if results is not None:
+                self.pending[key] = (node, results, task.uid)
+                self.allocated.update((r["driver"], r["pool"], r["device"]) for r in results)
+                allocation = {"devices": {"results": results}, "nodeSelector": node_selector_for(node)}
+            actions.append({"namespace": namespace, "claim": name, "node": node, "allocation": allocation,
+                            "pod": task.name, "pod_uid": meta.get("uid") or ""})
+        self.actions[task.uid] = actions
+
+    def on_deallocate(self, task: Task) -> None:
+        for a in self.actions.pop(task.uid, ()):
+            key = f"{a['namespace']}/{a['claim']}"
+            pending = self.pending.get(key)
+            if a["allocation"] is not None and pending is not None and pending[2] == task.uid:
+                del self.pending[key]
+                self.allocated.difference_update((r["driver"], r["pool"], r["device"]) for r in pending[1])
+
+    def close(self, bound: set[str], decisions: Any) -> None:
+        for uid, actions in self.actions.items():
+            if uid in bound:
+                decisions.claims[uid] = actions
