@@ -134,3 +134,53 @@ def test_two_gpu_claims_run_and_the_third_pod_waits_for_a_device(cluster: tuple[
 
     wait_for("the FailedScheduling event", lambda: bool(failed_scheduling()), 20, 0.2)
     assert any(f"claim {NS}/{waiting_claim}, request gpu" in m for m in failed_scheduling()), failed_scheduling()
+
+
+def test_a_claim_from_a_template_is_created_allocated_and_run(cluster: tuple[Any, RestClient]) -> None:
+    """devcluster creates the pod's claim from its ResourceClaimTemplate (as kube-controller-manager does) and
+    names it in the pod's status; the scheduler allocates it on the other node's GPUs (two: the pod left waiting by
+    the test above may take one of them now)."""
+    c, client = cluster
+    env = dict(os.environ, KUBECONFIG=str(c.kubeconfig))
+    nodes = sorted(n["metadata"]["name"] for n in json.loads(_kubectl(env, "get", "nodes", "-o", "json"))["items"])
+    other = nodes[1]
+    manifests = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{other}-gpus"},
+         "spec": {"driver": DRIVER, "nodeName": other, "pool": {"name": other, "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                  "devices": [{"name": f"gpu-{k}", "attributes": {"model": {"string": "a100"}}}
+                              for k in range(2)]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+         "metadata": {"name": "one-gpu", "namespace": NS},
+         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+             "deviceClassName": "gpu.example.com"}}]}}}},
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+         "metadata": {"name": "pg-t", "namespace": NS}, "spec": {"minMember": 1, "queue": "default"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "templated", "namespace": NS, "annotations": {
+                "scheduling.k8s.io/group-name": "pg-t", "lahar.sh/sim-duration": "600s"}},
+         "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                  "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                  "containers": [{"name": "main", "image": "busybox", "resources": {
+                      "requests": {"cpu": "100m", "memory": "64Mi"}, "claims": [{"name": "gpu"}]}}]}},
+    ]
+    _kubectl(env, "apply", "-f", "-", stdin=yaml.safe_dump_all(manifests))
+
+    def pod() -> dict[str, Any]:
+        return json.loads(_kubectl(env, "get", "pod", "templated", "-n", NS, "-o", "json"))
+
+    wait_for("the claim named in the pod's status", lambda: bool(pod()["status"].get("resourceClaimStatuses")), 20,
+             0.2)
+    assert pod()["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": "templated-gpu"}]
+    registry = in_tree_registry()
+    conf = confs.load(CONF, actions=registry.action_names, plugins=registry.plugin_names)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and pod()["status"].get("phase") != "Running":
+        _, result = run_once(client, conf, registry=registry)
+        assert not result.bind_failures, result.bind_failures
+        time.sleep(0.5)
+    assert pod()["status"].get("phase") == "Running" and pod()["spec"]["nodeName"] == other
+    claim = json.loads(_kubectl(env, "get", "resourceclaim", "templated-gpu", "-n", NS, "-o", "json"))
+    [r] = claim["status"]["allocation"]["devices"]["results"]
+    assert (r["request"], r["driver"], r["pool"]) == ("gpu", DRIVER, other) and r["device"] in ("gpu-0", "gpu-1")
+    assert claim["metadata"]["ownerReferences"][0]["name"] == "templated"

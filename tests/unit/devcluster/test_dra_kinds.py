@@ -1,10 +1,13 @@
 """devcluster serves resource.k8s.io/v1 (Dynamic Resource Allocation, structured parameters): DeviceClass and
-ResourceSlice cluster-scoped, ResourceClaim (with its status subresource) and ResourceClaimTemplate namespaced."""
+ResourceSlice cluster-scoped, ResourceClaim (with its status subresource) and ResourceClaimTemplate namespaced; its
+workload controllers create a pod's claims from templates (devcluster/workloads/claims.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from lahar.devcluster.workloads import claims
+from lahar.devcluster.workloads.controllers import WorkloadControllers
 from lahar.kube import resources
 from lahar.kube.apiserver.memory import MemoryClient
 
@@ -43,3 +46,57 @@ def test_claim_status_is_written_through_the_status_subresource() -> None:
     got["status"] = {}  # the main resource does not write status
     c.update(rt, got, namespace=NS)
     assert c.get(rt, "gpu", namespace=NS)["status"]["allocation"] == allocation
+
+
+TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": NS},
+            "spec": {"metadata": {"labels": {"team": "ml"}},
+                     "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+
+
+def _pod(*entries: dict, statuses: list | None = None) -> dict:
+    p: dict = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NS, "uid": "u-p"},
+               "spec": {"resourceClaims": list(entries), "containers": [{"name": "c", "image": "busybox"}]}}
+    if statuses is not None:
+        p["status"] = {"resourceClaimStatuses": statuses}
+    return p
+
+
+TEMPLATE_CASES = [
+    ("by-name-needs-nothing", _pod({"name": "gpu", "resourceClaimName": "mine"}), {"one-gpu": TEMPLATE}, [], None, []),
+    ("template-creates-claim", _pod({"name": "gpu", "resourceClaimTemplateName": "one-gpu"}), {"one-gpu": TEMPLATE},
+     ["p-gpu"], [{"name": "gpu", "resourceClaimName": "p-gpu"}], []),
+    ("already-created", _pod({"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                             statuses=[{"name": "gpu", "resourceClaimName": "p-gpu"}]), {"one-gpu": TEMPLATE},
+     [], None, []),
+    ("template-missing-waits", _pod({"name": "gpu", "resourceClaimTemplateName": "one-gpu"}), {}, [], None,
+     ["one-gpu"]),
+]
+
+
+@pytest.mark.parametrize(("pod", "templates", "created", "statuses", "waiting"), [c[1:] for c in TEMPLATE_CASES],
+                         ids=[c[0] for c in TEMPLATE_CASES])
+def test_template_claims(pod: dict, templates: dict, created: list, statuses: list | None, waiting: list) -> None:
+    plan = claims.template_claims(pod, templates)
+    assert [c["metadata"]["name"] for c in plan.create] == created
+    assert (plan.statuses, plan.waiting) == (statuses, waiting)
+    for c in plan.create:
+        assert c["spec"] == TEMPLATE["spec"]["spec"] and c["metadata"]["labels"] == {"team": "ml"}
+        assert c["metadata"]["annotations"][claims.POD_CLAIM_NAME_ANNOTATION] == "gpu"
+        assert c["metadata"]["ownerReferences"][0]["uid"] == "u-p"
+
+
+def test_controllers_create_the_claim_of_a_template_and_name_it_in_the_pod_status() -> None:
+    c = MemoryClient()
+    reg = c.registry
+    c.create(reg.get("", "v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    c.create(reg.get("resource.k8s.io", "v1", "resourceclaimtemplates"), TEMPLATE, namespace=NS)
+    pod = _pod({"name": "gpu", "resourceClaimTemplateName": "one-gpu"})
+    pod["metadata"].pop("uid")
+    pod["spec"]["schedulerName"] = "volcano"
+    c.create(reg.get("", "v1", "pods"), pod, namespace=NS)
+    WorkloadControllers(c, default_scheduler=False).sync()
+    got = c.get(reg.get("", "v1", "pods"), "p", namespace=NS)
+    assert got["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": "p-gpu"}]
+    claim = c.get(reg.get("resource.k8s.io", "v1", "resourceclaims"), "p-gpu", namespace=NS)
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == got["metadata"]["uid"]
