@@ -27,7 +27,7 @@ from typing import Any
 
 from lahar.policies import cel
 
-__all__ = ["MAX_STEPS", "Device", "DeviceRequest", "Matcher", "allocate", "node_devices", "requests_of"]
+__all__ = ["MAX_STEPS", "Device", "DeviceRequest", "Matcher", "allocate", "current", "node_devices", "requests_of"]
 
 Obj = Mapping[str, Any]
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
@@ -42,10 +42,10 @@ class Device:
     name: str
     attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)  # domain → id → value
     capacity: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)    # domain → id → quantity
+    id: DeviceID = field(init=False, compare=False)
 
-    @property
-    def id(self) -> DeviceID:
-        return (self.driver, self.pool, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", (self.driver, self.pool, self.name))
 
     def cel_value(self) -> dict[str, Any]:
         """`device` as CEL sees it; the driver's own domain always exists (empty if the device has none)."""
@@ -120,20 +120,31 @@ def _labels_match(selector: Obj, labels: Mapping[str, str]) -> bool:
     return False
 
 
+def _pool_key(s: Obj) -> tuple[tuple[str, str], int]:
+    spec = s.get("spec") or {}
+    pool = spec.get("pool") or {}
+    return (str(spec.get("driver") or ""), str(pool.get("name") or "")), int(pool.get("generation") or 0)
+
+
+def current(slices: Iterable[Obj]) -> list[Obj]:
+    """The slices of each pool's newest generation (older ones are being replaced by the driver)."""
+    slices = list(slices)
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        key, generation = _pool_key(s)
+        newest[key] = max(newest.get(key, generation), generation)
+    return [s for s in slices if newest[_pool_key(s)[0]] == _pool_key(s)[1]]
+
+
 def node_devices(slices: Iterable[Obj], *, node_name: str, node_labels: Mapping[str, str] | None = None) -> list[Device]:
     """The devices `node_name` can use: from slices naming it, slices for all nodes, or whose nodeSelector matches
     its labels; of each pool (driver, pool name) only the slices of its newest generation count. Sorted by
     (driver, pool, name), so choices are deterministic."""
     labels = node_labels or {}
-    newest: dict[tuple[str, str], int] = {}
-    mine: list[tuple[tuple[str, str], int, Obj]] = []
-    for s in slices:
+    mine: list[tuple[tuple[str, str], Obj]] = []
+    for s in current(slices):
         spec = s.get("spec") or {}
-        driver = str(spec.get("driver") or "")
-        pool = spec.get("pool") or {}
-        key = (driver, str(pool.get("name") or ""))
-        generation = int(pool.get("generation") or 0)
-        newest[key] = max(newest.get(key, generation), generation)
+        key, _ = _pool_key(s)
         if spec.get("nodeName"):
             here = spec["nodeName"] == node_name
         elif spec.get("allNodes"):
@@ -143,9 +154,8 @@ def node_devices(slices: Iterable[Obj], *, node_name: str, node_labels: Mapping[
         else:
             here = False
         if here:
-            mine.append((key, generation, spec))
-    out = [_device(d, key[0], key[1]) for key, generation, spec in mine if generation == newest[key]
-           for d in spec.get("devices") or () if isinstance(d, Mapping)]
+            mine.append((key, spec))
+    out = [_device(d, key[0], key[1]) for key, spec in mine for d in spec.get("devices") or () if isinstance(d, Mapping)]
     return sorted(out, key=lambda d: d.id)
 
 
@@ -193,7 +203,17 @@ class Matcher:
 
     def __init__(self) -> None:
         self._memo: dict[tuple[tuple[str, ...], DeviceID], bool] = {}
+        self._lists: dict[tuple[tuple[str, ...], int], tuple[Sequence[Device], list[Device]]] = {}
         self.errors: dict[tuple[tuple[str, ...], DeviceID], str] = {}
+
+    def matching(self, selectors: tuple[str, ...], devices: Sequence[Device]) -> list[Device]:
+        """The devices of `devices` the selectors accept, memoised per device list (a node's, kept by the caller
+        for the session)."""
+        key = (selectors, id(devices))
+        hit = self._lists.get(key)
+        if hit is None or hit[0] is not devices:
+            hit = self._lists[key] = (devices, [d for d in devices if self.matches(selectors, d)])
+        return hit[1]
 
     def compile_error(self, selectors: Sequence[str]) -> str | None:
         for i, expr in enumerate(selectors):
@@ -256,7 +276,7 @@ def allocate(claims: Sequence[tuple[str, Sequence[DeviceRequest]]], *, classes: 
             bad = matcher.compile_error(selectors)
             if bad:
                 return f"{where}: {bad}"
-            fits = [d for d in devices if matcher.matches(selectors, d)]
+            fits = matcher.matching(selectors, devices)
             if r.mode == "All":
                 if not fits:
                     return f"{where}: no device matches{_errors(matcher, selectors, devices)}"

@@ -90,6 +90,13 @@ def node_selector_for(node_name: str) -> dict[str, Any]:
                                                      "values": [node_name]}]}]}
 
 
+@dataclass(frozen=True)
+class _Split:
+    pins: list[tuple[str, str | None, Obj | None]]
+    todo: list[tuple[str, list[dra.DeviceRequest]]]
+    signature: tuple[Any, ...]
+
+
 class Claims:
     """The session's view of ResourceClaims: what is allocated (by the API and by this session) and the filter."""
 
@@ -102,16 +109,30 @@ class Claims:
         self.allocated: set[dra.DeviceID] = set()
         for c in self.claims.values():
             self.allocated.update(_allocated_ids(c))
-        self.pending: dict[str, tuple[str, list[dict[str, str]], str]] = {}  # claim key → (node, results, by uid)
+        # claim key → (node, node row, results, by task uid): allocated in this session
+        self.pending: dict[str, tuple[str, int, list[dict[str, str]], str]] = {}
         self.actions: dict[str, list[dict[str, Any]]] = {}                 # task uid → commit actions
         self.matcher = dra.Matcher()
+        self._requests: dict[str, list[dra.DeviceRequest] | str] = {}
         self._devices: dict[int, list[dra.Device]] = {}
+        # allocator answers per (the requests of the claims to allocate, node row), valid while the node's devices
+        # keep their stamp: (node version, epoch); the epoch moves when a device of a non-node-local pool is taken
+        self._plans: dict[tuple[Any, int], tuple[tuple[int, int], list[list[dict[str, str]]] | str]] = {}
+        self._version: dict[int, int] = {}
+        self._epoch = 0
+        self._by_node: dict[str, list[Obj]] = {}  # current slices by spec.nodeName ("" for the others)
+        for s in dra.current(self.slices):
+            self._by_node.setdefault(str((s.get("spec") or {}).get("nodeName") or ""), []).append(s)
+        self._local_pools = {(str((s.get("spec") or {}).get("driver") or ""),
+                              str(((s.get("spec") or {}).get("pool") or {}).get("name") or ""))
+                             for s in self.slices if (s.get("spec") or {}).get("nodeName")}
 
     def devices(self, i: int) -> list[dra.Device]:
         hit = self._devices.get(i)
         if hit is None:
             node = self.nodes[i]
-            hit = self._devices[i] = dra.node_devices(self.slices, node_name=node.name, node_labels=node.labels)
+            mine = [*self._by_node.get(node.name, ()), *self._by_node.get("", ())]
+            hit = self._devices[i] = dra.node_devices(mine, node_name=node.name, node_labels=node.labels)
         return hit
 
     def _resolve(self, task: Task) -> tuple[list[tuple[str, Obj]], str, bool]:
@@ -130,34 +151,56 @@ class Claims:
             out.append((key, claim))
         return out, "", False
 
-    def _plan(self, claims: list[tuple[str, Obj]], i: int) -> list[tuple[str, list[dict[str, str]] | None]] | str:
-        """Per claim: the results to allocate on node i (None: already allocated, fits the node), or a reason."""
-        node = self.nodes[i]
+    def _split(self, claims: list[tuple[str, Obj]]) -> _Split | str:
+        """The node-independent part: which claims are allocated (and where), which need devices, or a reason."""
+        pins: list[tuple[str, str | None, Obj | None]] = []  # (key, pending node, API allocation's nodeSelector)
         todo: list[tuple[str, list[dra.DeviceRequest]]] = []
-        out: list[tuple[str, list[dict[str, str]] | None]] = []
         for key, claim in claims:
             allocation = (claim.get("status") or {}).get("allocation")
             pending = self.pending.get(key)
             if pending is not None:
-                if pending[0] != node.name:
-                    return NOT_ON_NODE
-                out.append((key, None))
+                pins.append((key, pending[0], None))
             elif allocation:
-                if not _node_selector_ok(allocation.get("nodeSelector"), node):
-                    return NOT_ON_NODE
-                out.append((key, None))
+                pins.append((key, None, allocation.get("nodeSelector")))
             elif key not in (k for k, _ in todo):
-                requests = dra.requests_of(claim)
+                requests = self._requests.get(key)
+                if requests is None:
+                    requests = self._requests[key] = dra.requests_of(claim)
                 if isinstance(requests, str):
                     return f"claim {key}: {requests}"
                 todo.append((key, requests))
-        if todo:
-            got = dra.allocate(todo, classes=self.classes, devices=self.devices(i), allocated=self.allocated,
-                               matcher=self.matcher)
-            if isinstance(got, str):
-                return f"cannot allocate all claims: {got}"
-            out.extend((key, results) for (key, _), results in zip(todo, got, strict=True))
-        return out
+        # claims with the same requests (one template's) share the allocator's answers; names are filled in after
+        return _Split(pins, todo, tuple(tuple(requests) for _, requests in todo))
+
+    def _plan(self, split: _Split, i: int) -> list[list[dict[str, str]]] | str:
+        """The results for `split.todo` on node row i (shared: copy before keeping them), or a reason."""
+        node = self.nodes[i]
+        for _, pending_node, selector in split.pins:
+            if (node.name != pending_node) if pending_node is not None else not _node_selector_ok(selector, node):
+                return NOT_ON_NODE
+        if not split.todo:
+            return []
+        key = (split.signature, i)
+        stamp = (self._version.get(i, 0), self._epoch)
+        hit = self._plans.get(key)
+        if hit is None or hit[0] != stamp:
+            placeholders = [(f"\x00{j}\x00", requests) for j, (_, requests) in enumerate(split.todo)]
+            hit = self._plans[key] = (stamp, dra.allocate(
+                placeholders, classes=self.classes, devices=self.devices(i), allocated=self.allocated,
+                matcher=self.matcher))
+        got = hit[1]
+        if isinstance(got, str):
+            for j, (claim_key, _) in enumerate(split.todo):
+                got = got.replace(f"\x00{j}\x00", claim_key)
+            return f"cannot allocate all claims: {got}"
+        return got
+
+    def _touch(self, i: int, results: list[dict[str, str]]) -> None:
+        """Devices of node row i were taken or given back: its cached answers are stale (all nodes' when a
+        device of a pool not local to one node is involved)."""
+        self._version[i] = self._version.get(i, 0) + 1
+        if any((r["driver"], r["pool"]) not in self._local_pools for r in results):
+            self._epoch += 1
 
     def check(self, task: Task) -> tuple[np.ndarray, Any, bool] | None:
         """(failing nodes, reasons, unresolvable) for a pod with claims; None when it has none or all nodes fit."""
@@ -169,10 +212,13 @@ class Claims:
             return np.ones(n, dtype=bool), reason, unresolvable
         if not claims:
             return None
+        split = self._split(claims)
+        if isinstance(split, str):
+            return np.ones(n, dtype=bool), split, True
         bad = np.zeros(n, dtype=bool)
         reasons = np.full(n, None, dtype=object)
         for i in range(n):
-            got = self._plan(claims, i)
+            got = self._plan(split, i)
             if isinstance(got, str):
                 bad[i] = True
                 reasons[i] = got
@@ -182,18 +228,26 @@ class Claims:
         claims, reason, _ = self._resolve(task)
         if reason or not claims:
             return
-        got = self._plan(claims, i)
-        if isinstance(got, str):  # the filter passed this node: only a change within the session gets here
-            return
+        split = self._split(claims)
+        got = self._plan(split, i) if not isinstance(split, str) else split
+        if isinstance(got, str) or isinstance(split, str):  # the filter passed this node: only a change within
+            return                                            # the session gets here
         node = self.nodes[i].name
         meta = task.pod.get("metadata") or {}
         actions: list[dict[str, Any]] = []
-        for key, results in got:
+        allocated = {key: [dict(r) for r in results] for (key, _), results in zip(split.todo, got, strict=True)}
+        seen: set[str] = set()
+        for key, _ in claims:
+            if key in seen:
+                continue  # the same claim twice in one pod
+            seen.add(key)
             namespace, _, name = key.partition("/")
+            results = allocated.get(key)
             allocation = None
             if results is not None:
-                self.pending[key] = (node, results, task.uid)
+                self.pending[key] = (node, i, results, task.uid)
                 self.allocated.update((r["driver"], r["pool"], r["device"]) for r in results)
+                self._touch(i, results)
                 allocation = {"devices": {"results": results}, "nodeSelector": node_selector_for(node)}
             actions.append({"namespace": namespace, "claim": name, "node": node, "allocation": allocation,
                             "pod": task.name, "pod_uid": meta.get("uid") or ""})
@@ -203,9 +257,10 @@ class Claims:
         for a in self.actions.pop(task.uid, ()):
             key = f"{a['namespace']}/{a['claim']}"
             pending = self.pending.get(key)
-            if a["allocation"] is not None and pending is not None and pending[2] == task.uid:
+            if a["allocation"] is not None and pending is not None and pending[3] == task.uid:
                 del self.pending[key]
-                self.allocated.difference_update((r["driver"], r["pool"], r["device"]) for r in pending[1])
+                self.allocated.difference_update((r["driver"], r["pool"], r["device"]) for r in pending[2])
+                self._touch(pending[1], pending[2])
 
     def close(self, bound: set[str], decisions: Any) -> None:
         for uid, actions in self.actions.items():

@@ -190,3 +190,39 @@ POD_CLAIMS = [
 @pytest.mark.parametrize(("obj", "want"), [p[1:] for p in POD_CLAIMS], ids=[p[0] for p in POD_CLAIMS])
 def test_pod_claims(obj: dict[str, Any], want: list[_dra.ClaimRef]) -> None:
     assert _dra.pod_claims(obj) == want
+
+
+def test_a_claim_allocated_meanwhile_fails_the_bind() -> None:
+    """Between the session and its commit another scheduler allocated the claim elsewhere: commit refuses to
+    overwrite it, and the pod is not bound (the next session sees the claim as it is)."""
+    from lahar.scheduler import commit as commits
+    from lahar.scheduler.framework import snapshot as snapshots
+    from lahar.scheduler.session import list_objects, run_session
+
+    c = _cluster(groups={"a": ["ca"]}, claims=["ca"])
+    reg = in_tree_registry()
+    conf = confs.load(_conf(), actions=reg.action_names, plugins=reg.plugin_names)
+    decisions = run_session(snapshots.build(**list_objects(c)), conf, registry=reg)
+    assert [b.name for b in decisions.binds] == ["a-0"]
+    rt = c.registry.get(RES, "v1", "resourceclaims")
+    claim = _get(c, "resourceclaims", "ca")
+    claim["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-1"}]},
+        "nodeSelector": _dra.node_selector_for("n1")}}
+    c.update_status(rt, claim, namespace=NS)
+    result = commits.apply(c, decisions)
+    assert result.bound == [] and "allocated meanwhile" in result.bind_failures["c1/a-0"]
+    assert not _get(c, "pods", "a-0")["spec"].get("nodeName")
+
+
+def test_a_device_for_all_nodes_is_taken_once() -> None:
+    """A slice for all nodes (a network-attached device): the first pod's reservation must reach every node's
+    cached answer, so the second pod finds it taken wherever it looks."""
+    c = _cluster(gpus=0, groups={"a": ["ca"], "b": ["cb"]}, claims=["ca", "cb"])
+    c.create(c.registry.get(RES, "v1", "resourceslices"), {
+        "apiVersion": f"{RES}/v1", "kind": "ResourceSlice", "metadata": {"name": "fabric"},
+        "spec": {"driver": DRIVER, "allNodes": True, "pool": {"name": "fabric", "generation": 1,
+                                                              "resourceSliceCount": 1},
+                 "devices": [{"name": "net-gpu-0"}]}})
+    _, result = _session(c)
+    assert len(result.bound) == 1, result.bound
