@@ -32,7 +32,7 @@ from lahar.devcluster.workloads._objects import (
     is_active,
     is_terminal,
 )
-from lahar.devcluster.workloads.claims import pending_templates, template_claims
+from lahar.devcluster.workloads.claims import claim_names, pending_templates, released_status, template_claims
 from lahar.devcluster.workloads.deployments import deployment_plan
 from lahar.devcluster.workloads.jobs import job_plan
 from lahar.devcluster.workloads.replicasets import replicaset_plan
@@ -173,6 +173,29 @@ class WorkloadControllers:
                               namespace=namespace, subresource="status")
         return bool(plan.create or plan.statuses)
 
+    def release_claim(self, namespace: str, name: str) -> bool:
+        """Drop gone or finished pods from a ResourceClaim's reservedFor, deallocating it when none is left."""
+        try:
+            claim = self.client.get(self.rc_rt, name, namespace=namespace)
+        except errors.NotFound:
+            return False
+        pods = {_name(p): p for p in self.client.list(self.pod_rt, namespace=namespace)["items"]}
+        status = released_status(claim, pods)
+        if status is None:
+            return False
+        try:
+            self.client.update_status(self.rc_rt, {**claim, "status": status}, namespace=namespace)
+        except errors.Conflict:
+            self._enqueue(("ResourceClaim", namespace, name))
+            return False
+        return True
+
+    def _resource_claims(self) -> list[Obj]:
+        try:
+            return list(self.client.list(self.rc_rt)["items"])
+        except errors.NotFound:  # a client whose registry lacks resource.k8s.io
+            return []
+
     def _apply(self, kind: str, rt: ResourceType, obj: Obj, plan: Plan) -> None:
         ns, name = _meta(obj).get("namespace"), _name(obj)
         if plan.owner_patch:
@@ -239,6 +262,9 @@ class WorkloadControllers:
         for obj in self.client.list(self.pod_rt)["items"]:
             if pending_templates(obj):
                 out.append(("PodClaims", _meta(obj).get("namespace") or "", _name(obj)))
+        for obj in self._resource_claims():
+            if _status(obj).get("reservedFor"):
+                out.append(("ResourceClaim", _meta(obj).get("namespace") or "", _name(obj)))
         return out
 
     def _claims(self) -> list[Obj]:
@@ -260,6 +286,8 @@ class WorkloadControllers:
             for k, ns, name in self.keys():
                 if k == "PodClaims":
                     self.reconcile_pod_claims(ns, name)
+                elif k == "ResourceClaim":
+                    self.release_claim(ns, name)
             if self.default_scheduler:
                 self.schedule()
             after = self.client.list(self.pod_rt)["metadata"].get("resourceVersion")
@@ -288,6 +316,8 @@ class WorkloadControllers:
             out.append((kind, ns, _name(obj)))
         if kind == "Pod" and event != "DELETED" and pending_templates(obj):
             out.append(("PodClaims", ns, _name(obj)))
+        if kind == "Pod" and (event == "DELETED" or is_terminal(obj)):
+            out.extend(("ResourceClaim", ns, claim) for claim in claim_names(obj))
         ref = controller_of(obj)
         if ref is not None:
             owner_kind = ref.get("kind")
@@ -349,6 +379,8 @@ class WorkloadControllers:
                     self.reconcile_claim(ns, name)
                 elif kind == "PodClaims":
                     self.reconcile_pod_claims(ns, name)
+                elif kind == "ResourceClaim":
+                    self.release_claim(ns, name)
                 else:
                     self.reconcile(kind, ns, name)
             except Exception as exc:  # noqa: BLE001 — the resync retries it

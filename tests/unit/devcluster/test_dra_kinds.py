@@ -100,3 +100,56 @@ def test_controllers_create_the_claim_of_a_template_and_name_it_in_the_pod_statu
     assert got["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": "p-gpu"}]
     claim = c.get(reg.get("resource.k8s.io", "v1", "resourceclaims"), "p-gpu", namespace=NS)
     assert claim["metadata"]["ownerReferences"][0]["uid"] == got["metadata"]["uid"]
+
+
+ALLOCATION = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1",
+                                       "device": "gpu-0"}]}}
+
+
+def _reserved(*names: str) -> dict:
+    return {"metadata": {"name": "c", "namespace": NS}, "status": {
+        "allocation": ALLOCATION, "reservedFor": [{"resource": "pods", "name": n, "uid": f"u-{n}"} for n in names]}}
+
+
+def _live(name: str, phase: str = "Running", uid: str = "") -> dict:
+    return {"metadata": {"name": name, "uid": uid or f"u-{name}"}, "status": {"phase": phase}}
+
+
+RELEASE = [
+    ("all-running-unchanged", _reserved("a", "b"), {"a": _live("a"), "b": _live("b")}, None),
+    ("one-gone", _reserved("a", "b"), {"a": _live("a")},
+     {"allocation": ALLOCATION, "reservedFor": [{"resource": "pods", "name": "a", "uid": "u-a"}]}),
+    ("last-finished-deallocates", _reserved("a"), {"a": _live("a", "Succeeded")}, {}),
+    ("replaced-by-a-new-pod-of-the-same-name", _reserved("a"), {"a": _live("a", uid="u-new")}, {}),
+    ("not-reserved", {"metadata": {"name": "c"}, "status": {"allocation": ALLOCATION}}, {}, None),
+]
+
+
+@pytest.mark.parametrize(("claim", "pods", "want"), [r[1:] for r in RELEASE], ids=[r[0] for r in RELEASE])
+def test_released_status(claim: dict, pods: dict, want: dict | None) -> None:
+    assert claims.released_status(claim, pods) == want
+
+
+def test_controllers_deallocate_a_claim_whose_pod_finished() -> None:
+    c = MemoryClient()
+    reg = c.registry
+    c.create(reg.get("", "v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    pods_rt, rt = reg.get("", "v1", "pods"), reg.get("resource.k8s.io", "v1", "resourceclaims")
+    pod = _pod({"name": "gpu", "resourceClaimName": "c"})
+    pod["metadata"].pop("uid")
+    pod["spec"]["schedulerName"] = "volcano"
+    created = c.create(pods_rt, pod, namespace=NS)
+    claim = c.create(rt, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                          "metadata": {"name": "c", "namespace": NS}, "spec": {"devices": {"requests": []}}},
+                     namespace=NS)
+    claim["status"] = {"allocation": ALLOCATION, "reservedFor": [
+        {"resource": "pods", "name": "p", "uid": created["metadata"]["uid"]}]}
+    c.update_status(rt, claim, namespace=NS)
+    controllers = WorkloadControllers(c, default_scheduler=False)
+    controllers.sync()
+    assert c.get(rt, "c", namespace=NS)["status"]["reservedFor"]  # the pod still runs
+    created = c.get(pods_rt, "p", namespace=NS)
+    created["status"] = {"phase": "Succeeded"}
+    c.update_status(pods_rt, created, namespace=NS)
+    controllers.sync()
+    assert not c.get(rt, "c", namespace=NS).get("status")
