@@ -78,11 +78,11 @@ def _attribute_value(value: Any) -> Any:
 def _device(raw: Obj, driver: str, pool: str) -> Device:
     body = raw.get("basic") if isinstance(raw.get("basic"), Mapping) else raw  # v1beta1 wraps attributes in `basic`
     attributes: dict[str, dict[str, Any]] = {}
-    for key, value in (body.get("attributes") or {}).items():
+    for key, value in _mapping(body.get("attributes")).items():
         domain, ident = _qualified(str(key), driver)
         attributes.setdefault(domain, {})[ident] = _attribute_value(value)
     capacity: dict[str, dict[str, Any]] = {}
-    for key, value in (body.get("capacity") or {}).items():
+    for key, value in _mapping(body.get("capacity")).items():
         domain, ident = _qualified(str(key), driver)
         raw_q = value.get("value") if isinstance(value, Mapping) else value
         try:
@@ -120,10 +120,16 @@ def _labels_match(selector: Obj, labels: Mapping[str, str]) -> bool:
     return False
 
 
+def _mapping(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
 def _pool_key(s: Obj) -> tuple[tuple[str, str], int]:
-    spec = s.get("spec") or {}
-    pool = spec.get("pool") or {}
-    return (str(spec.get("driver") or ""), str(pool.get("name") or "")), int(pool.get("generation") or 0)
+    spec = _mapping(s.get("spec"))
+    pool = _mapping(spec.get("pool"))
+    generation = pool.get("generation")
+    return ((str(spec.get("driver") or ""), str(pool.get("name") or "")),
+            generation if isinstance(generation, int) and not isinstance(generation, bool) else 0)
 
 
 def current(slices: Iterable[Obj]) -> list[Obj]:
@@ -143,7 +149,7 @@ def node_devices(slices: Iterable[Obj], *, node_name: str, node_labels: Mapping[
     labels = node_labels or {}
     mine: list[tuple[tuple[str, str], Obj]] = []
     for s in current(slices):
-        spec = s.get("spec") or {}
+        spec = _mapping(s.get("spec"))
         key, _ = _pool_key(s)
         if spec.get("nodeName"):
             here = spec["nodeName"] == node_name
@@ -155,21 +161,30 @@ def node_devices(slices: Iterable[Obj], *, node_name: str, node_labels: Mapping[
             here = False
         if here:
             mine.append((key, spec))
-    out = [_device(d, key[0], key[1]) for key, spec in mine for d in spec.get("devices") or () if isinstance(d, Mapping)]
+    out = [_device(d, key[0], key[1]) for key, spec in mine for d in spec.get("devices") or ()
+           if isinstance(d, Mapping) and d.get("name")]
     return sorted(out, key=lambda d: d.id)
 
 
-def _selectors(raw: Iterable[Any]) -> tuple[str, ...]:
-    return tuple(str(((s or {}).get("cel") or {}).get("expression") or "") for s in raw or ())
+def _selectors(raw: Any) -> tuple[str, ...]:
+    """The CEL expressions of a selector list; an entry without one is an empty expression (a compile error)."""
+    if not isinstance(raw, list | tuple):
+        return ()
+    return tuple(str(_mapping(_mapping(s).get("cel")).get("expression") or "") for s in raw)
 
 
 def requests_of(claim: Obj) -> list[DeviceRequest] | str:
     """The claim's device requests, or why lahar cannot allocate it (a feature it does not support)."""
-    devices = (claim.get("spec") or {}).get("devices") or {}
+    devices = _mapping(_mapping(claim.get("spec")).get("devices"))
     if devices.get("constraints"):
         return "device constraints (matchAttribute) are not supported"
     out: list[DeviceRequest] = []
-    for r in devices.get("requests") or ():
+    requests = devices.get("requests") or ()
+    if not isinstance(requests, list | tuple):
+        return "spec.devices.requests must be a list"
+    for r in requests:
+        if not isinstance(r, Mapping):
+            return "spec.devices.requests: each request must be an object"
         name = str(r.get("name") or "")
         if r.get("firstAvailable"):
             return f"request {name}: prioritized lists (firstAvailable) are not supported"
@@ -272,7 +287,7 @@ def allocate(claims: Sequence[tuple[str, Sequence[DeviceRequest]]], *, classes: 
             cls = classes.get(r.device_class)
             if cls is None:
                 return f"{where}: device class {r.device_class} does not exist"
-            selectors = (*_selectors((cls.get("spec") or {}).get("selectors")), *r.selectors)
+            selectors = (*_selectors(_mapping(cls.get("spec")).get("selectors")), *r.selectors)
             bad = matcher.compile_error(selectors)
             if bad:
                 return f"{where}: {bad}"

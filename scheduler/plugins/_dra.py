@@ -53,36 +53,49 @@ def pod_claims(pod: Obj) -> list[ClaimRef]:
     return out
 
 
+def _requirement_ok(e: Any, value: str | None) -> bool:
+    if not isinstance(e, Mapping):
+        return False
+    op, values = e.get("operator"), list(e.get("values") or ())
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    return False
+
+
 def _node_selector_ok(selector: Obj | None, node: Any) -> bool:
-    """An allocation's nodeSelector against a node: matchFields on metadata.name and matchExpressions on labels."""
+    """An allocation's nodeSelector against a node: matchFields on metadata.name and matchExpressions on labels
+    (terms ORed, requirements ANDed)."""
     if not selector:
         return True
     for term in selector.get("nodeSelectorTerms") or ():
-        ok = True
-        for e in (*((term or {}).get("matchFields") or ()), *((term or {}).get("matchExpressions") or ())):
-            key, op, values = e.get("key"), e.get("operator"), list(e.get("values") or ())
-            value = node.name if e in ((term or {}).get("matchFields") or ()) and key == "metadata.name" \
-                else node.labels.get(key)
-            if op == "In":
-                ok = value is not None and value in values
-            elif op == "NotIn":
-                ok = value is None or value not in values
-            elif op == "Exists":
-                ok = value is not None
-            elif op == "DoesNotExist":
-                ok = value is None
-            else:
-                ok = False
-            if not ok:
-                break
-        if ok:
+        term = term if isinstance(term, Mapping) else {}
+        fields = term.get("matchFields") or ()
+        exprs = term.get("matchExpressions") or ()
+        if (fields or exprs) and all(
+                _requirement_ok(e, node.name if _m(e).get("key") == "metadata.name" else None) for e in fields) \
+                and all(_requirement_ok(e, node.labels.get(_m(e).get("key"))) for e in exprs):
             return True
     return False
 
 
+def _m(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _allocation(claim: Obj) -> Mapping[str, Any]:
+    return _m(_m(claim.get("status")).get("allocation"))
+
+
 def _allocated_ids(claim: Obj) -> list[dra.DeviceID]:
-    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or ()
-    return [(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))) for r in results if isinstance(r, Mapping)]
+    results = _m(_allocation(claim).get("devices")).get("results")
+    return [(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            for r in results if isinstance(r, Mapping)] if isinstance(results, list) else []
 
 
 def node_selector_for(node_name: str) -> dict[str, Any]:
@@ -156,12 +169,12 @@ class Claims:
         pins: list[tuple[str, str | None, Obj | None]] = []  # (key, pending node, API allocation's nodeSelector)
         todo: list[tuple[str, list[dra.DeviceRequest]]] = []
         for key, claim in claims:
-            allocation = (claim.get("status") or {}).get("allocation")
+            allocation = _allocation(claim)
             pending = self.pending.get(key)
             if pending is not None:
                 pins.append((key, pending[0], None))
             elif allocation:
-                pins.append((key, None, allocation.get("nodeSelector")))
+                pins.append((key, None, _m(allocation.get("nodeSelector"))))
             elif key not in (k for k, _ in todo):
                 requests = self._requests.get(key)
                 if requests is None:

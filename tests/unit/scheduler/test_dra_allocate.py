@@ -123,6 +123,15 @@ ALLOCATE: list[dict[str, Any]] = [
     dict(id="CEL-result-not-bool", claims=[claim(req(cel=("1",)))], slices=[slice_(dev("gpu-0"))],
          want="claim claim-0, request req-0: needs 1 device(s), 0 of 0 matching free (selector #1: CEL runtime "
               "error on device gpu-0: expression must return a bool, got int)"),
+    # malformed objects (devcluster has no resource.k8s.io/v1 schema to refuse them): skipped, never a crash
+    dict(id="malformed-slice-skipped", claims=[claim(req())],
+         slices=[{"metadata": {"name": "bad"}, "spec": "oops"},
+                 slice_({"name": "gpu-0", "attributes": ["not", "a", "map"], "capacity": "x"}, {"noname": True},
+                        generation="two")],  # type: ignore[arg-type]
+         want=[["req-0:gpu-0"]]),
+    dict(id="selector-without-cel-is-a-compile-error", claims=[claim({"name": "req-0", "exactly": {
+        "deviceClassName": "gpu", "selectors": [{"nope": {}}]}})], slices=[TWO],
+         want=lambda r: r.startswith("claim claim-0, request req-0: selector #1: CEL compile error: ")),
     dict(id="v1beta1-basic-device", claims=[claim({"name": "req-0", "deviceClassName": "gpu", "count": 1})],
          slices=[slice_({"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a100"}}}})],
          want=[["req-0:gpu-0"]]),
@@ -151,6 +160,11 @@ UNSUPPORTED = [
      "device constraints (matchAttribute) are not supported"),
     ("unknown-allocation-mode", claim(req(mode="Some")), "request req-0: unsupported allocationMode 'Some'"),
     ("zero-count", claim(req(count=0)), "request req-0: count must be a positive integer, got 0"),
+    ("count-not-a-number", claim(req(count="two")),  # type: ignore[arg-type]
+     "request req-0: count must be a positive integer, got 'two'"),
+    ("requests-not-a-list", {"spec": {"devices": {"requests": "gpu"}}}, "spec.devices.requests must be a list"),
+    ("request-not-an-object", {"spec": {"devices": {"requests": ["gpu"]}}},
+     "spec.devices.requests: each request must be an object"),
 ]
 
 

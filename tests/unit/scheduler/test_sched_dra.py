@@ -226,3 +226,29 @@ def test_a_device_for_all_nodes_is_taken_once() -> None:
                  "devices": [{"name": "net-gpu-0"}]}})
     _, result = _session(c)
     assert len(result.bound) == 1, result.bound
+
+
+class _Node:
+    name = "n1"
+    labels = {"zone": "a"}
+
+
+SELECTORS = [
+    ("none", None, True),
+    ("field-in", _dra.node_selector_for("n1"), True),
+    ("field-other-node", _dra.node_selector_for("n2"), False),
+    ("label-in", {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+     True),
+    ("label-notin", {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "zone", "operator": "NotIn", "values": ["a"]}]}]}, False),
+    ("terms-ored", {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]},
+                                          {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                            "values": ["n1"]}]}]}, True),
+    ("empty-term-matches-nothing", {"nodeSelectorTerms": [{}]}, False),
+    ("malformed-requirement", {"nodeSelectorTerms": [{"matchExpressions": ["zone"]}]}, False),
+]
+
+
+@pytest.mark.parametrize(("selector", "ok"), [s[1:] for s in SELECTORS], ids=[s[0] for s in SELECTORS])
+def test_allocation_node_selector(selector: dict[str, Any] | None, ok: bool) -> None:
+    assert _dra._node_selector_ok(selector, _Node()) is ok
