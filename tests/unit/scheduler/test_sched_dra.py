@@ -252,3 +252,47 @@ SELECTORS = [
 @pytest.mark.parametrize(("selector", "ok"), [s[1:] for s in SELECTORS], ids=[s[0] for s in SELECTORS])
 def test_allocation_node_selector(selector: dict[str, Any] | None, ok: bool) -> None:
     assert _dra._node_selector_ok(selector, _Node()) is ok
+
+
+def test_the_scheduler_cache_carries_claims_slices_and_classes() -> None:
+    """The informer cache (incremental snapshots) follows the DRA kinds: after a commit writes the allocation, the
+    next session on the cache's snapshot sees the device taken."""
+    import time
+
+    from lahar.scheduler import commit as commits
+    from lahar.scheduler.cache import SchedulerCache
+    from lahar.scheduler.session import run_session
+
+    c = _cluster(gpus=1, groups={"a": ["ca"]}, claims=["ca", "cb"])
+    reg = in_tree_registry()
+    conf = confs.load(_conf(), actions=reg.action_names, plugins=reg.plugin_names)
+    cache = SchedulerCache(c)
+
+    def wait(what: str, ok: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not ok():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.02)
+
+    try:
+        assert cache.start(10)
+        wait("the cache never saw the DRA objects", lambda: {"c1/ca", "c1/cb"} <= set(
+            cache.snapshot().extras.get("resourceclaims") or {}) and cache.snapshot().extras.get("resourceslices")
+            and cache.snapshot().extras.get("deviceclasses") and cache.snapshot().jobs.get("c1/a")
+            and cache.snapshot().jobs["c1/a"].tasks)
+        result = commits.apply(c, run_session(cache.snapshot(), conf, registry=reg))
+        assert result.bound == ["c1/a-0"], result.bind_failures
+        wait("the cache never saw the allocation", lambda: (cache.snapshot().extras["resourceclaims"]["c1/ca"]
+                                                            .get("status") or {}).get("allocation"))
+        pg = podgroup("b", NS).min(1).queue("default").obj
+        pg.setdefault("status", {})["phase"] = "Inqueue"
+        c.create(c.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups"), pg, namespace=NS)
+        p = pod("b-0", NS).req(cpu="1").group("b").obj
+        p["metadata"].pop("uid")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "cb"}]
+        c.create(c.registry.get("", "v1", "pods"), p, namespace=NS)
+        wait("the cache never saw pod b-0", lambda: cache.snapshot().jobs.get("c1/b") is not None
+             and cache.snapshot().jobs["c1/b"].tasks)
+        assert run_session(cache.snapshot(), conf, registry=reg).binds == []  # gpu-0 is ca's
+    finally:
+        cache.stop()
