@@ -151,6 +151,11 @@ def core() -> list[ResourceType]:
         _rt("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
         _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),
         _rt("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+        # Dynamic Resource Allocation, structured parameters (scheduler/devices/dra.py allocates the claims)
+        _rt("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+        _rt("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+        _rt("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, (), ("status",)),
+        _rt("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
         _rt("coordination.k8s.io", "v1", "Lease", "leases", True),
         _rt("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
         _rt("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), ("all",)),

@@ -49,6 +49,10 @@ _OPTIONAL_KINDS = {
     "persistentvolumes": ("", "v1", "persistentvolumes"),
     "storageclasses": ("storage.k8s.io", "v1", "storageclasses"),
     "csinodes": ("storage.k8s.io", "v1", "csinodes"),
+    # Dynamic Resource Allocation (plugins/_dra, devices/dra; claims allocated at commit)
+    "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims"),
+    "resourceslices": ("resource.k8s.io", "v1", "resourceslices"),
+    "deviceclasses": ("resource.k8s.io", "v1", "deviceclasses"),
 }
 
 

@@ -1,5 +1,5 @@
 """Apply one session's `Decisions` to the cluster: evictions, binds (concurrently, through `pods/binding`), PodGroup
-status (a pod's volumes are bound just before it), `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and each queue's `status.allocated`
+status (a pod's volumes are bound and its ResourceClaims allocated just before it), `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and each queue's `status.allocated`
 with its PodGroup counters. Only what `Session.close` found changed is written (framework/status.py).
 
 The thin I/O shell after `run_session`; a failed bind undoes nothing — the gang's remaining pods are placed by the
@@ -23,7 +23,7 @@ from lahar.kube import events as kube_events
 from lahar.kube.client import ClusterClient, Obj
 from lahar.scheduler.framework.session import Decisions
 
-__all__ = ["CommitResult", "apply", "bind_volumes", "record_event"]
+__all__ = ["CommitResult", "apply", "bind_claims", "bind_volumes", "record_event"]
 
 log = logging.getLogger(__name__)
 COMPONENT = "volcano"
@@ -87,6 +87,34 @@ def bind_volumes(client: ClusterClient, actions: Iterable[Mapping[str, str]]) ->
                          namespace=a["namespace"])
 
 
+def bind_claims(client: ClusterClient, actions: Iterable[Mapping[str, Any]]) -> None:
+    """kube-scheduler's DynamicResources PreBind: each claim gets the session's `status.allocation` (unless it is
+    allocated already) and the pod in `status.reservedFor`, written through the status subresource with the
+    claim's resourceVersion. A claim allocated meanwhile to other devices, or any API error, raises, so the pod is
+    not bound (the next session sees the claim as it is)."""
+    rt = client.registry.get("resource.k8s.io", "v1", "resourceclaims")
+    for a in actions:
+        if rt is None:
+            raise errors.NotFound("the resource.k8s.io/v1 ResourceClaim kind is not served")
+        claim = client.get(rt, a["claim"], namespace=a["namespace"])
+        status = dict(claim.get("status") or {})
+        if a.get("allocation") is not None:
+            current = status.get("allocation")
+            if current and current != a["allocation"]:
+                raise errors.Conflict(f"resourceclaim {a['namespace']}/{a['claim']} was allocated meanwhile")
+            status["allocation"] = a["allocation"]
+        elif not status.get("allocation"):
+            raise errors.Conflict(f"resourceclaim {a['namespace']}/{a['claim']} is no longer allocated")
+        reserved = list(status.get("reservedFor") or ())
+        if not any(r.get("resource") == "pods" and r.get("name") == a["pod"] for r in reserved):
+            entry = {"resource": "pods", "name": a["pod"]}
+            if a.get("pod_uid"):
+                entry["uid"] = a["pod_uid"]
+            reserved.append(entry)
+        status["reservedFor"] = reserved
+        client.update_status(rt, {**claim, "status": status}, namespace=a["namespace"])
+
+
 def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, events: bool = True,
           evict_grace_seconds: int | None = None, now: Callable[[], str] = _now) -> CommitResult:
     """Write the decisions; API errors are collected in the result, never raised. Evicted pods are deleted with
@@ -120,6 +148,7 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
         key = f"{b.namespace}/{b.name}"
         t0 = time.perf_counter()
         try:
+            bind_claims(client, decisions.claims.get(b.uid) or ())
             bind_volumes(client, decisions.volumes.get(b.uid) or ())
             client.bind(namespace=b.namespace, name=b.name, node_name=b.node,
                         annotations=decisions.annotations.get(b.uid) or None)

@@ -24,7 +24,8 @@ from lahar.scheduler.registry import in_tree_registry
 __all__ = ["list_objects", "run_once", "run_session"]
 
 _OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes", "poddisruptionbudgets", "resourcequotas",
-                       "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes"})
+                       "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes",
+                       "resourceclaims", "resourceslices", "deviceclasses"})
 
 
 def run_session(snapshot: snapshots.Snapshot, conf: SchedulerConf, *, registry: Registry | None = None,
@@ -80,6 +81,9 @@ def list_objects(client: ClusterClient) -> dict[str, list[dict]]:
         "persistentvolumes": ("", "v1", "persistentvolumes"),
         "storageclasses": ("storage.k8s.io", "v1", "storageclasses"),
         "csinodes": ("storage.k8s.io", "v1", "csinodes"),
+        "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims"),
+        "resourceslices": ("resource.k8s.io", "v1", "resourceslices"),
+        "deviceclasses": ("resource.k8s.io", "v1", "deviceclasses"),
     }.items():
         rt = reg.get(group, version, plural)
         if rt is None:

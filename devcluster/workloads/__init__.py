@@ -10,7 +10,8 @@ create, names to delete, scale changes, the new status) and `choose_node` (the d
 background threads, with a periodic resync.
 
 One module per controller: `replicasets`, `deployments`, `statefulsets`, `jobs`, `volumes` (the PV binder and a
-simulated provisioner, WaitForFirstConsumer included: `claim_plan`); `scheduler` is the default-scheduler,
+simulated provisioner, WaitForFirstConsumer included: `claim_plan`), `claims` (a pod's ResourceClaims from
+templates: `template_claims`); `scheduler` is the default-scheduler,
 `controllers` the shell, `_objects` what they share (labels, readers, `Plan`).
 
 Deliberately small: a Deployment rolls out by Recreate whatever its strategy says (old ReplicaSets go to 0, then the

@@ -2,7 +2,7 @@
 per key (level-based, idempotent), binds default-scheduler pods, and runs from store watches in background threads.
 
 Top of `devcluster.workloads`: uses the plan modules (`replicasets`, `deployments`, `statefulsets`, `jobs`,
-`volumes`) and `scheduler`; talks only through the `kube.client.ClusterClient` port.
+`volumes`, `claims`) and `scheduler`; talks only through the `kube.client.ClusterClient` port.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from lahar.devcluster.workloads._objects import (
     is_active,
     is_terminal,
 )
+from lahar.devcluster.workloads.claims import claim_names, pending_templates, released_status, template_claims
 from lahar.devcluster.workloads.deployments import deployment_plan
 from lahar.devcluster.workloads.jobs import job_plan
 from lahar.devcluster.workloads.replicasets import replicaset_plan
@@ -88,6 +89,8 @@ class WorkloadControllers:
         self.pvc_rt = _rt(c, "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
         self.pv_rt = _rt(c, "", "v1", "persistentvolumes", "PersistentVolume")
         self.sc_rt = _rt(c, "storage.k8s.io", "v1", "storageclasses", "StorageClass")
+        self.rc_rt = _rt(c, "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+        self.rct_rt = _rt(c, "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
 
     # one pass ---------------------------------------------------------------------------------------------------
 
@@ -150,6 +153,48 @@ class WorkloadControllers:
             self.client.patch(self.pvc_rt, name, {"status": plan.claim_status}, namespace=namespace,
                               subresource="status")
         return bool(plan.create_pv or plan.pv_patch or plan.claim_patch or plan.claim_status)
+
+    def reconcile_pod_claims(self, namespace: str, name: str) -> bool:
+        """ResourceClaims for the pod's template entries (`claims.template_claims`); True when it wrote something."""
+        try:
+            pod = self.client.get(self.pod_rt, name, namespace=namespace)
+        except errors.NotFound:
+            return False
+        templates: dict[str, Obj] = {}
+        for _, template_name in pending_templates(pod):
+            with contextlib.suppress(errors.NotFound):
+                templates[template_name] = self.client.get(self.rct_rt, template_name, namespace=namespace)
+        plan = template_claims(pod, templates)
+        for claim in plan.create:
+            with contextlib.suppress(errors.AlreadyExists):
+                self.client.create(self.rc_rt, claim, namespace=namespace)
+        if plan.statuses is not None:
+            self.client.patch(self.pod_rt, name, {"status": {"resourceClaimStatuses": plan.statuses}},
+                              namespace=namespace, subresource="status")
+        return bool(plan.create or plan.statuses)
+
+    def release_claim(self, namespace: str, name: str) -> bool:
+        """Drop gone or finished pods from a ResourceClaim's reservedFor, deallocating it when none is left."""
+        try:
+            claim = self.client.get(self.rc_rt, name, namespace=namespace)
+        except errors.NotFound:
+            return False
+        pods = {_name(p): p for p in self.client.list(self.pod_rt, namespace=namespace)["items"]}
+        status = released_status(claim, pods)
+        if status is None:
+            return False
+        try:
+            self.client.update_status(self.rc_rt, {**claim, "status": status}, namespace=namespace)
+        except errors.Conflict:
+            self._enqueue(("ResourceClaim", namespace, name))
+            return False
+        return True
+
+    def _resource_claims(self) -> list[Obj]:
+        try:
+            return list(self.client.list(self.rc_rt)["items"])
+        except errors.NotFound:  # a client whose registry lacks resource.k8s.io
+            return []
 
     def _apply(self, kind: str, rt: ResourceType, obj: Obj, plan: Plan) -> None:
         ns, name = _meta(obj).get("namespace"), _name(obj)
@@ -214,6 +259,12 @@ class WorkloadControllers:
                 out.append((kind, _meta(obj).get("namespace") or "", _name(obj)))
         for obj in self._claims():
             out.append(("PersistentVolumeClaim", _meta(obj).get("namespace") or "", _name(obj)))
+        for obj in self.client.list(self.pod_rt)["items"]:
+            if pending_templates(obj):
+                out.append(("PodClaims", _meta(obj).get("namespace") or "", _name(obj)))
+        for obj in self._resource_claims():
+            if _status(obj).get("reservedFor"):
+                out.append(("ResourceClaim", _meta(obj).get("namespace") or "", _name(obj)))
         return out
 
     def _claims(self) -> list[Obj]:
@@ -232,6 +283,11 @@ class WorkloadControllers:
                         self.reconcile(k, ns, name)
             for obj in self._claims():
                 self.reconcile_claim(_meta(obj).get("namespace") or "", _name(obj))
+            for k, ns, name in self.keys():
+                if k == "PodClaims":
+                    self.reconcile_pod_claims(ns, name)
+                elif k == "ResourceClaim":
+                    self.release_claim(ns, name)
             if self.default_scheduler:
                 self.schedule()
             after = self.client.list(self.pod_rt)["metadata"].get("resourceVersion")
@@ -258,6 +314,10 @@ class WorkloadControllers:
                 if ref.get("name") and event != "DELETED" else []
         if kind in self.rts:
             out.append((kind, ns, _name(obj)))
+        if kind == "Pod" and event != "DELETED" and pending_templates(obj):
+            out.append(("PodClaims", ns, _name(obj)))
+        if kind == "Pod" and (event == "DELETED" or is_terminal(obj)):
+            out.extend(("ResourceClaim", ns, claim) for claim in claim_names(obj))
         ref = controller_of(obj)
         if ref is not None:
             owner_kind = ref.get("kind")
@@ -317,6 +377,10 @@ class WorkloadControllers:
                     self.schedule()
                 elif kind == "PersistentVolumeClaim":
                     self.reconcile_claim(ns, name)
+                elif kind == "PodClaims":
+                    self.reconcile_pod_claims(ns, name)
+                elif kind == "ResourceClaim":
+                    self.release_claim(ns, name)
                 else:
                     self.reconcile(kind, ns, name)
             except Exception as exc:  # noqa: BLE001 — the resync retries it

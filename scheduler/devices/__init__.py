@@ -11,12 +11,14 @@ Pure decision cores used by the deviceshare (and numa-aware) plugins, one module
 - `vgpu`: `fit(request, cards, usage, policy=...) -> Allocation | reason`, `annotations(allocation, ...)`;
 - `mig`: `fit_mixed(...)`, `fit_dynamic(...) -> MIGAllocation | reason`, `annotations(...)`;
 - `rdma`: `allocate(gpus, nics, usage, request=..., same_pcie=...) -> RDMAAllocation | reason`,
-  `annotations(gpus, allocation)` (Koordinator `device-allocated` + `lahar.sh/gpu-rdma-pairs`).
+  `annotations(gpus, allocation)` (Koordinator `device-allocated` + `lahar.sh/gpu-rdma-pairs`);
+- `dra`: Dynamic Resource Allocation, structured parameters: `node_devices(slices, ...)`, `requests_of(claim)`,
+  `allocate(claims, classes=..., devices=..., allocated=...) -> results per claim | reason`.
 
 A fit that fails returns a `str` reason (never raises); callers test `isinstance(result, str)`.
 """
 
-from lahar.scheduler.devices import gpu, gpushares, inventory, mig, partitions, rdma, requests, vgpu
+from lahar.scheduler.devices import dra, gpu, gpushares, inventory, mig, partitions, rdma, requests, vgpu
 from lahar.scheduler.devices.inventory import GPU, VF, CardUsage, NodeInventory, RDMANic, Usage, VGPUCard
 from lahar.scheduler.devices.requests import DeviceRequest, VGPUPodRequest, VGPURequest
 
@@ -31,6 +33,7 @@ __all__ = [
     "VGPUCard",
     "VGPUPodRequest",
     "VGPURequest",
+    "dra",
     "gpu",
     "gpushares",
     "inventory",

@@ -93,6 +93,9 @@ class Decisions:
     # pod uid → volume binding before its bind (plugins/predicates): {namespace, claim, kind "bind" | "provision",
     # volume, node} — a static PV's claimRef, or the claim's selected-node annotation for the provisioner
     volumes: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    # pod uid → ResourceClaims to write before its bind (plugins/_dra.py): {namespace, claim, node, pod, pod_uid,
+    # allocation (None when the claim is already allocated: the pod only joins `reservedFor`)}
+    claims: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def bind_map(self) -> dict[str, str]:
         return {f"{b.namespace}/{b.name}": b.node for b in self.binds}

@@ -1,7 +1,9 @@
 """predicates: which nodes a pod may run on — the kube-scheduler filters Volcano wraps (spec §5.4): max pods,
 unschedulable nodes, node selector and required node affinity, taints and tolerations, host ports, inter-pod
 affinity and anti-affinity, pod topology spread (DoNotSchedule), and the volume filters VolumeBinding,
-VolumeZone and NodeVolumeLimits (`_volumes`; binding at commit through `Decisions.volumes`).
+VolumeZone and NodeVolumeLimits (`_volumes`; binding at commit through `Decisions.volumes`), and, behind
+`predicate.DynamicResourceAllocationEnable` (off by default, as in Volcano), DynamicResources: a pod's
+ResourceClaims allocated from the node's ResourceSlices (`_dra`; written at commit through `Decisions.claims`).
 
 Static checks (node labels, taints) are computed once per pod "signature" (node selector, required affinity,
 tolerations) as boolean masks over all nodes, vectorised per label key with numpy, and cached for the session.
@@ -22,7 +24,7 @@ from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task, TaskStatus
-from lahar.scheduler.plugins import _affinity, _ports, _spread, _volumes
+from lahar.scheduler.plugins import _affinity, _dra, _ports, _spread, _volumes
 from lahar.scheduler.plugins._podview import PodProfile, PodView, profile_of, view_of
 from lahar.scheduler.plugins._shared.nodematch import (
     NODE_AFFINITY_MISMATCH,
@@ -93,6 +95,8 @@ class Predicates:
         self.volumes = arg_bool(args, "predicate.VolumeBindingEnable", True)
         self.volume_zone = arg_bool(args, "predicate.VolumeZoneEnable", True)
         self.volume_limits = arg_bool(args, "predicate.NodeVolumeLimitsEnable", True)
+        self.dra = arg_bool(args, "predicate.DynamicResourceAllocationEnable", False)
+        self._dra: _dra.Claims | None = None
         self._claims: dict[str, Any] = {}
         self._pvs: dict[str, Any] = {}
         self._classes: dict[str, Any] = {}
@@ -122,6 +126,7 @@ class Predicates:
         self._sc_mask_cache = {}
         self._pv_index = _volumes.PVIndex(self._pvs)
         self._matrix_cache = {}
+        self._dra = _dra.Claims(extras, ssn.nodes) if self.dra else None
 
     # the session's events keep the pod view current (only its owner forwards them, so each counts once)
     def on_allocate(self, task: Task) -> None:
@@ -135,6 +140,8 @@ class Predicates:
                 for a in actions:
                     if a.kind == "bind":
                         self._taken[a.volume] = f"{a.namespace}/{a.claim}"
+        if self._dra is not None and task.node >= 0 and task.status is not TaskStatus.PIPELINED:
+            self._dra.on_allocate(task, task.node)
 
     def on_deallocate(self, task: Task) -> None:
         if self.view is not None and self.view.owner is self:
@@ -142,10 +149,15 @@ class Predicates:
         for a in self._volume_actions.pop(task.uid, ()):
             if a.kind == "bind":
                 self._taken.pop(a.volume, None)
+        if self._dra is not None:
+            self._dra.on_deallocate(task)
 
     def on_session_close(self, ssn: Session) -> None:
-        """Hand the volume actions of the tasks bound this session to commit (`Decisions.volumes`)."""
+        """Hand the volume and ResourceClaim actions of the tasks bound this session to commit
+        (`Decisions.volumes`, `Decisions.claims`)."""
         bound = {b.uid for b in ssn.decisions.binds}
+        if self._dra is not None:
+            self._dra.close(bound, ssn.decisions)
         for uid, actions in self._volume_actions.items():
             if uid in bound:
                 ssn.decisions.volumes[uid] = [
@@ -356,6 +368,9 @@ class Predicates:
         volume_check = self._volume_check(task)
         if volume_check is not None:
             checks.append(volume_check)
+        claim_check = self._dra.check(task) if self._dra is not None else None
+        if claim_check is not None:
+            checks.append(claim_check)
         feasible = static_ok & room
         for bad, _, _ in checks:
             feasible = feasible & ~bad

@@ -164,6 +164,8 @@ FAIRSHARE_CONF = tiers_conf("allocate", [
     {"name": "proportion", "enableQueueOrder": True, "enableReclaimable": True, "enabledAllocatable": False},
     "predicates", "nodeorder"])
 VOLUME_CONF = tiers_conf("allocate", ["gang", "predicates"])
+DRA_CONF = tiers_conf("allocate", ["gang", {"name": "predicates",
+                                            "arguments": {"predicate.DynamicResourceAllocationEnable": True}}])
 
 
 def _with_pvc(p: pod, claim: str) -> pod:
@@ -190,6 +192,19 @@ def _with_claim(p: pod, claim: str) -> pod:
     p.obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
     p.obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu", "request": "gpu"}]
     return p
+
+
+def _dra(selector: str) -> dict[str, list[dict[str, Any]]]:
+    """Upstream's DRA objects: DeviceClass `gpu` selecting with `selector`, claim `claim1` in `c1` for one device
+    of it, and a ResourceSlice of one device on n1."""
+    cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+           "spec": {"selectors": [{"cel": {"expression": selector}}]}}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "claim1", "namespace": "c1"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+    rs = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-slice"},
+          "spec": {"driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1},
+                   "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}}}]}}
+    return {"deviceclasses": [cls], "resourceclaims": [claim], "resourceslices": [rs]}
 
 
 UPSTREAM: list[dict[str, Any]] = [
@@ -229,16 +244,16 @@ UPSTREAM: list[dict[str, Any]] = [
                _with_pvc(pod("p2").req("1", "1G").group("pg1"), "pvc2")],
          nodes=[node("n2").alloc("2", "4Gi", 10)], queues=[queue("c1")], conf=VOLUME_CONF,
          binds={"c1/p1": "n2", "c1/p2": "n2"}, others=_storage("pv1", "pv2")),
-    dict(id="dra-claim-allocated",  # lahar does not read ResourceClaims; the claim is satisfiable, same result
+    dict(id="dra-claim-allocated",  # the class selects the node's one device: the claim gets it, the pod binds
          podgroups=[podgroup("pg1").min(1)],
          pods=[_with_claim(pod("p1").req("1", "1G").group("pg1"), "claim1")],
-         nodes=[node("n1").alloc("2", "4Gi", 10)], queues=[queue("c1")], conf=VOLUME_CONF, binds={"c1/p1": "n1"}),
+         nodes=[node("n1").alloc("2", "4Gi", 10)], queues=[queue("c1")], conf=DRA_CONF, binds={"c1/p1": "n1"},
+         others=_dra('device.driver == "gpu.example.com"')),
     dict(id="dra-claim-cel-runtime-error",  # the DeviceClass selector fails at runtime: upstream binds nothing
          podgroups=[podgroup("pg1").min(1)],
          pods=[_with_claim(pod("p1").req("1", "1G").group("pg1"), "claim1")],
-         nodes=[node("n1").alloc("2", "4Gi", 10)], queues=[queue("c1")], conf=VOLUME_CONF, binds={},
-         xfail="lahar has no Dynamic Resource Allocation: ResourceClaims, ResourceSlices and DeviceClass CEL "
-               "selectors are not read, so a pod whose claim cannot be allocated is bound anyway"),
+         nodes=[node("n1").alloc("2", "4Gi", 10)], queues=[queue("c1")], conf=DRA_CONF, binds={},
+         others=_dra('device.attributes["gpu.example.com"].healthy')),
 ]
 
 
