@@ -44,19 +44,34 @@ def _release_dir(root: Any, release: tuple[int, int]) -> Any | None:
     return older[-1] if older else found[0][1]
 
 
+def _newest_dir(root: Any) -> Any | None:
+    return _release_dir(root, (10**6, 0))
+
+
+def _read_definitions(folder: Any) -> dict[str, Any]:
+    raw = json.loads((folder / "_definitions.json").read_text())
+    return raw.get("$defs") or raw.get("definitions") or {}
+
+
 @functools.cache
 def definitions(release: tuple[int, int] = KUBERNETES_RELEASE) -> dict[str, Obj]:
-    """Kubernetes' definitions by name (`io.k8s.api.core.v1.Pod`), converted to OpenAPI v3; {} without the package."""
+    """Kubernetes' definitions by name (`io.k8s.api.core.v1.Pod`), converted to OpenAPI v3; {} without the package.
+
+    Those of `release`, plus, for the kinds devcluster serves ahead of it (resource.k8s.io/v1, new in 1.34), the
+    definitions of the newest release the package has that `release` lacks."""
     try:
         root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"
         folder = _release_dir(root, release)
         if folder is None:
             return {}
-        raw = json.loads((folder / "_definitions.json").read_text())
+        defs = dict(_read_definitions(folder))
+        newest = _newest_dir(root)
+        if newest is not None and newest != folder:
+            for name, schema in _read_definitions(newest).items():
+                defs.setdefault(name, schema)
     except (ModuleNotFoundError, FileNotFoundError, OSError, ValueError) as e:
         log.info("built-in kinds get no OpenAPI schema (kubernetes-validate's schemas not readable: %s)", e)
         return {}
-    defs = raw.get("$defs") or raw.get("definitions") or {}
     return {name: _convert(schema, top=True) for name, schema in defs.items()}
 
 
