@@ -168,3 +168,22 @@ def test_the_next_session_binds_what_the_provisioner_bound_meanwhile() -> None:
         volume = base._get(c, "persistentvolumes", got["spec"]["volumeName"])
         assert volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0][
             "values"] == [node_name]
+
+
+def test_pods_sharing_a_delayed_claim_follow_the_first_to_its_node() -> None:
+    # a Volcano Job's `spec.volumes[].volumeClaim` is one claim mounted by every pod: one selected node for all
+    c = base._cluster([base.sc("local")], [], ["data-0"])
+    pods_rt = c.registry.get("", "v1", "pods")
+    w1 = base._get(c, "pods", "w1", NS)
+    c.delete(pods_rt, "w1", namespace=NS)
+    w1["metadata"] = {k: v for k, v in w1["metadata"].items() if k in ("name", "namespace", "annotations", "labels")}
+    w1["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "data-0"
+    c.create(pods_rt, w1, namespace=NS)
+    provisioner = WorkloadControllers(c, default_scheduler=False)
+    decisions, result = base._session(c, sleep=lambda _s: provisioner.sync(), volume_bind_timeout=30)
+    assert sorted(result.bound) == ["c1/w0", "c1/w1"], result.bind_failures
+    nodes = {base._get(c, "pods", f"w{i}", NS)["spec"]["nodeName"] for i in range(2)}
+    assert len(nodes) == 1, nodes
+    assert {a["node"] for actions in decisions.volumes.values() for a in actions} == nodes
+    got = base._get(c, "persistentvolumeclaims", "data-0", NS)
+    assert got["status"]["phase"] == "Bound" and got["metadata"]["annotations"][vb.SELECTED_NODE] in nodes
