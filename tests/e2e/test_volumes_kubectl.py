@@ -55,6 +55,17 @@ def gang(name: str, claims: list[str], cpu: str) -> dict[str, Any]:
     return b.obj
 
 
+def shared(name: str, cpu: str) -> dict[str, Any]:
+    """Two pods of one task and the job's own claim (`spec.volumes[].volumeClaim`: the job controller creates one
+    PVC that every pod mounts)."""
+    template = pod_template(requests={"cpu": cpu, "memory": "64Mi"}, restart_policy="Never",
+                            annotations={"lahar.sh/sim-duration": "600s"})
+    return vcjob(name, NS).spec(minAvailable=2, schedulerName="volcano", queue="default", volumes=[{
+        "mountPath": "/ckpt", "volumeClaim": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-wffc",
+                                              "resources": {"requests": {"storage": "1Gi"}}}}]).task(
+        "w", 2, template=template).obj
+
+
 def apply(up: Up, tmp_path: Path, name: str, objs: list[dict[str, Any]]) -> None:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump_all(objs))
@@ -76,11 +87,11 @@ def test_gang_with_wait_for_first_consumer_claims_runs_and_one_that_cannot_binds
     one_node = storage_class("one-node", allowedTopologies=[{"matchLabelExpressions": [
         {"key": HOSTNAME, "values": [only]}]}])
     started = time.monotonic()
-    # train: 2 of a node's 4 CPUs per pod; stuck: its class admits one node, where one of its 1.5-CPU pods fits
-    # (two on an empty node) and none of the other three: it stays whole and unbound
+    # train: 2 of a node's 4 CPUs per pod; ckpt: half a CPU per pod; stuck: its class admits one node, where one or
+    # two of its 1-CPU pods fit and none of the others: it stays whole and unbound
     apply(up, tmp_path, "gangs", [storage_class("local-wffc"), one_node, *(claim(n, "local-wffc") for n in data),
                                   *(claim(n, "one-node") for n in scratch), gang("train", data, cpu="2"),
-                                  gang("stuck", scratch, cpu="1500m")])
+                                  gang("stuck", scratch, cpu="1"), shared("ckpt", cpu="500m")])
     marks: dict[str, float] = {}
 
     def running() -> list[dict[str, Any]] | None:
@@ -114,6 +125,18 @@ def test_gang_with_wait_for_first_consumer_claims_runs_and_one_that_cannot_binds
         assert volume["status"]["phase"] == "Bound"
         exprs = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"]
         assert {"key": HOSTNAME, "operator": "In", "values": [node_name]} in exprs
+
+    # ckpt: the job controller's claim, provisioned where the first pod went, and both pods there
+    def ckpt() -> tuple[set[str], dict[str, Any]] | None:
+        pods = items(up, "pods", "-n", NS, "-l", "volcano.sh/job-name=ckpt")
+        mine = [c for c in items(up, "pvc", "-n", NS) if c["metadata"]["name"].startswith("ckpt-pvc-")]
+        if len(pods) != 2 or not all(p["status"].get("phase") == "Running" for p in pods) or len(mine) != 1:
+            return None
+        return {p["spec"]["nodeName"] for p in pods}, mine[0]
+
+    ckpt_nodes, ckpt_claim = wait_for("the two pods of ckpt to be Running", ckpt, 30, 0.3)
+    assert len(ckpt_nodes) == 1 and ckpt_claim["status"]["phase"] == "Bound", (ckpt_nodes, ckpt_claim)
+    assert ckpt_claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] in ckpt_nodes
 
     def reasons() -> list[str] | None:
         pods = items(up, "pods", "-n", NS, "-l", "volcano.sh/job-name=stuck")
