@@ -4,8 +4,10 @@
 Job of four pods (minAvailable 4), each mounting its own claim and taking half of a cpu-small node. The stack does
 the rest: the job controller creates the pods, the scheduler picks the nodes, writes the claims' selected-node and
 binds each pod once its claim is Bound. Every pod runs, every claim is Bound to a PV whose node affinity names its
-pod's node. A second gang whose class admits one node only (`allowedTopologies`) binds nothing — not even the pod
+pod's node. A second gang whose class admits one node only (`allowedTopologies`) binds nothing — not even the pods
 that would fit there — and its pods say why (kube-scheduler's "didn't find available persistent volumes to bind").
+A third Job's `spec.volumes[].volumeClaim` (one claim the job controller creates for all its pods) puts both its
+pods on the node that claim was provisioned for. The time from apply to all Running is printed.
 
 Uses `Up` of `test_lahar_up` (the whole stack in its own process on a temporary data dir).
 """
