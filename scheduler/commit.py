@@ -137,10 +137,10 @@ def _read(client: ClusterClient, rt: Any, name: str, namespace: str | None, into
 
 def wait_for_volumes(client: ClusterClient, binds: Iterable[Bind], volumes: Mapping[str, list[dict[str, str]]], *,
                      timeout: float = VOLUME_BIND_TIMEOUT, poll: float = VOLUME_POLL,
-                     sleep: Callable[[float], None] = time.sleep,
-                     clock: Callable[[], float] = time.monotonic) -> dict[str, str]:
+                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                     map_: Callable[..., Iterable[Any]] = map) -> dict[str, str]:
     """Read the claims (and their PVs, and the pods' nodes) of `binds` until `volumebinding.readiness` says BIND or
-    GIVE_UP for each; the pods that gave up, "namespace/name" → reason."""
+    GIVE_UP for each; the pods that gave up, "namespace/name" → reason. `map_` reads the pods (a pool's map)."""
     pvc_rt = client.registry.get("", "v1", "persistentvolumeclaims")
     pv_rt = client.registry.get("", "v1", "persistentvolumes")
     node_rt = client.registry.get("", "v1", "nodes")
@@ -148,22 +148,27 @@ def wait_for_volumes(client: ClusterClient, binds: Iterable[Bind], volumes: Mapp
     failed: dict[str, str] = {}
     pending = [b for b in binds if volumes.get(b.uid)]
     started = clock()
-    while pending and pvc_rt is not None and pv_rt is not None:
-        waiting: list[Bind] = []
-        for b in pending:
-            actions = volumes[b.uid]
-            if node_rt is not None and b.node not in nodes:
-                _read(client, node_rt, b.node, None, nodes, b.node)
-            claims: dict[str, Any] = {}
-            pvs: dict[str, Any] = {}
-            for a in actions:
-                key = f"{a['namespace']}/{a['claim']}"
-                _read(client, pvc_rt, a["claim"], a["namespace"], claims, key)
-                claim = claims.get(key)
-                for name in {a.get("volume") or "", ((claim or {}).get("spec") or {}).get("volumeName") or ""} - {""}:
-                    _read(client, pv_rt, name, None, pvs, name)
-            got = volumebinding.readiness(actions, node_name=b.node, claims=claims, pvs=pvs, node=nodes.get(b.node),
+    if pvc_rt is None or pv_rt is None:
+        return failed
+
+    def check(b: Bind) -> tuple[Bind, volumebinding.Readiness]:
+        actions = volumes[b.uid]
+        if node_rt is not None and b.node not in nodes:
+            _read(client, node_rt, b.node, None, nodes, b.node)
+        claims: dict[str, Any] = {}
+        pvs: dict[str, Any] = {}
+        for a in actions:
+            key = f"{a['namespace']}/{a['claim']}"
+            _read(client, pvc_rt, a["claim"], a["namespace"], claims, key)
+            claim = claims.get(key)
+            for name in {a.get("volume") or "", ((claim or {}).get("spec") or {}).get("volumeName") or ""} - {""}:
+                _read(client, pv_rt, name, None, pvs, name)
+        return b, volumebinding.readiness(actions, node_name=b.node, claims=claims, pvs=pvs, node=nodes.get(b.node),
                                           elapsed=clock() - started, timeout=timeout)
+
+    while pending:
+        waiting: list[Bind] = []
+        for b, got in map_(check, pending):
             if got.verdict is volumebinding.Verdict.GIVE_UP:
                 failed[f"{b.namespace}/{b.name}"] = got.reason
             elif got.verdict is volumebinding.Verdict.WAIT:
@@ -244,7 +249,8 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
                 if err is not None:
                     held[key] = err
             held.update(wait_for_volumes(client, [b for b in with_volumes if f"{b.namespace}/{b.name}" not in held],
-                                         decisions.volumes, timeout=volume_bind_timeout, sleep=sleep))
+                                         decisions.volumes, timeout=volume_bind_timeout, sleep=sleep,
+                                         map_=pool.map))
             for b in decisions.binds:
                 if f"{b.namespace}/{b.name}" in held and events:
                     record_event(client, {"apiVersion": "v1", "kind": "Pod", "metadata": {

@@ -187,3 +187,18 @@ def test_pods_sharing_a_delayed_claim_follow_the_first_to_its_node() -> None:
     assert {a["node"] for actions in decisions.volumes.values() for a in actions} == nodes
     got = base._get(c, "persistentvolumeclaims", "data-0", NS)
     assert got["status"]["phase"] == "Bound" and got["metadata"]["annotations"][vb.SELECTED_NODE] in nodes
+
+
+def test_the_wait_reads_again_until_its_timeout_on_its_clock() -> None:
+    from lahar.scheduler import commit
+    from lahar.scheduler.framework.session import Bind
+
+    c = base._cluster([base.sc("local")], [], ["data-0"])
+    c.patch(c.registry.get("", "v1", "persistentvolumeclaims"), "data-0",
+            {"metadata": {"annotations": {vb.SELECTED_NODE: "n1"}}}, namespace=NS)
+    ticks = iter(range(100))
+    sleeps: list[float] = []
+    failed = commit.wait_for_volumes(c, [Bind(NS, "w0", "u0", "n1", f"{NS}/pg1")], {"u0": [
+        {"namespace": NS, "claim": "data-0", "kind": "provision", "volume": "", "node": "n1"}]},
+        timeout=3, poll=0.5, sleep=sleeps.append, clock=lambda: float(next(ticks)))
+    assert sleeps == [0.5, 0.5] and vb.TIMED_OUT in failed[f"{NS}/w0"], (sleeps, failed)
