@@ -1,7 +1,7 @@
 """A gang with WaitForFirstConsumer PVCs runs on `lahar up` (issue 17 item 3), through the real kubectl.
 
 `kubectl apply` a StorageClass (WaitForFirstConsumer, devcluster's simulated provisioner), four PVCs and a Volcano
-Job of four pods (minAvailable 4), each mounting its own claim and taking half of a cpu-small node. The stack does
+Job of four pods (minAvailable 4), each mounting its own claim and taking most of a cpu-small node. The stack does
 the rest: the job controller creates the pods, the scheduler picks the nodes, writes the claims' selected-node and
 binds each pod once its claim is Bound. Every pod runs, every claim is Bound to a PV whose node affinity names its
 pod's node. A second gang whose class admits one node only (`allowedTopologies`) binds nothing — not even the pods
@@ -45,11 +45,11 @@ def claim(name: str, cls: str) -> dict[str, Any]:
                      "resources": {"requests": {"storage": "1Gi"}}}}
 
 
-def gang(name: str, claims: list[str], cpu: str) -> dict[str, Any]:
+def gang(name: str, claims: list[str], cpu: str, memory: str = "64Mi") -> dict[str, Any]:
     """One task of one pod per claim (each pod its own PVC), minAvailable = all of them, running for 10 minutes."""
     b = vcjob(name, NS).spec(minAvailable=len(claims), schedulerName="volcano", queue="default")
     for i, claim_name in enumerate(claims):
-        template = pod_template(requests={"cpu": cpu, "memory": "64Mi"}, restart_policy="Never",
+        template = pod_template(requests={"cpu": cpu, "memory": memory}, restart_policy="Never",
                                 annotations={"lahar.sh/sim-duration": "600s"},
                                 volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}])
         template["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
@@ -89,11 +89,12 @@ def test_gang_with_wait_for_first_consumer_claims_runs_and_one_that_cannot_binds
     one_node = storage_class("one-node", allowedTopologies=[{"matchLabelExpressions": [
         {"key": HOSTNAME, "values": [only]}]}])
     started = time.monotonic()
-    # train: 2 of a node's 4 CPUs per pod; ckpt: half a CPU per pod; stuck: its class admits one node, where one or
-    # two of its 1-CPU pods fit and none of the others: it stays whole and unbound
+    # train: 3 of a node's 4 CPUs per pod (one per node); ckpt: a quarter CPU per pod; stuck: its class admits one
+    # node, where at most three of its 2.5Gi pods fit (a node has 8Gi): it stays whole and unbound. The queue holds
+    # all three (enqueue counts their minResources against the cluster's 16 CPUs)
     apply(up, tmp_path, "gangs", [storage_class("local-wffc"), one_node, *(claim(n, "local-wffc") for n in data),
-                                  *(claim(n, "one-node") for n in scratch), gang("train", data, cpu="2"),
-                                  gang("stuck", scratch, cpu="1"), shared("ckpt", cpu="500m")])
+                                  *(claim(n, "one-node") for n in scratch), gang("train", data, cpu="3"),
+                                  gang("stuck", scratch, cpu="100m", memory="2560Mi"), shared("ckpt", cpu="250m")])
     marks: dict[str, float] = {}
 
     def running() -> list[dict[str, Any]] | None:
@@ -158,4 +159,7 @@ def test_gang_with_wait_for_first_consumer_claims_runs_and_one_that_cannot_binds
         if c["metadata"]["name"] in scratch:
             assert c["status"]["phase"] == "Pending", c
             assert "volume.kubernetes.io/selected-node" not in (c["metadata"].get("annotations") or {}), c
+    # every pod bound was bound at its first try: no claim timed out or was asked for two nodes
+    failures = [line for line in log.read_text(errors="replace").splitlines() if "lahar.scheduler.commit: bind " in line]
+    assert failures == [], failures
     assert up.interrupt() == 0, up.output()
