@@ -1,6 +1,12 @@
 """Apply one session's `Decisions` to the cluster: evictions, binds (concurrently, through `pods/binding`), PodGroup
-status (a pod's volumes are bound and its ResourceClaims allocated just before it), `PodScheduled=False` + `FailedScheduling` Events for pods left pending, and each queue's `status.allocated`
-with its PodGroup counters. Only what `Session.close` found changed is written (framework/status.py).
+status (a pod's ResourceClaims are allocated just before it), `PodScheduled=False` + `FailedScheduling` Events
+for pods left pending, and each queue's `status.allocated` with its PodGroup counters. Only what `Session.close`
+found changed is written (framework/status.py).
+
+A pod with volume decisions is bound as kube-scheduler's VolumeBinding PreBind does it: its volumes are bound first
+(a static PV's claimRef, a claim's selected-node annotation), then the pod waits until every claim is Bound
+(`scheduler.volumebinding.readiness`, bounded by `volume_bind_timeout`). A pod that gives up is not bound, nor
+are the other pods of its job in this commit (a gang is not bound half-way); the next session places them again.
 
 The thin I/O shell after `run_session`; a failed bind undoes nothing — the gang's remaining pods are placed by the
 next session, which sees the pods that did bind.
@@ -21,13 +27,17 @@ from typing import Any
 from lahar.kube import errors
 from lahar.kube import events as kube_events
 from lahar.kube.client import ClusterClient, Obj
-from lahar.scheduler.framework.session import Decisions
+from lahar.scheduler import volumebinding
+from lahar.scheduler.framework.session import Bind, Decisions
 
-__all__ = ["CommitResult", "apply", "bind_claims", "bind_volumes", "record_event"]
+__all__ = ["VOLUME_BIND_TIMEOUT", "CommitResult", "apply", "bind_claims", "bind_volumes", "record_event",
+           "wait_for_volumes"]
 
 log = logging.getLogger(__name__)
 COMPONENT = "volcano"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"  # the claim to provision for the pod's node
+VOLUME_BIND_TIMEOUT = 30.0  # seconds a pod waits for its claims to be Bound (kube-scheduler: bindTimeoutSeconds)
+VOLUME_POLL = 0.1  # seconds between two reads of the claims waited for
 
 
 @dataclass
@@ -115,10 +125,68 @@ def bind_claims(client: ClusterClient, actions: Iterable[Mapping[str, Any]]) -> 
         client.update_status(rt, {**claim, "status": status}, namespace=a["namespace"])
 
 
+def _read(client: ClusterClient, rt: Any, name: str, namespace: str | None, into: dict[str, Any], key: str) -> None:
+    """`into[key]` = the object, None when it is not found; left out when it could not be read."""
+    try:
+        into[key] = client.get(rt, name, namespace=namespace)
+    except errors.NotFound:
+        into[key] = None
+    except errors.ApiError as exc:
+        log.debug("reading %s: %s", key, exc)
+
+
+def wait_for_volumes(client: ClusterClient, binds: Iterable[Bind], volumes: Mapping[str, list[dict[str, str]]], *,
+                     timeout: float = VOLUME_BIND_TIMEOUT, poll: float = VOLUME_POLL,
+                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                     map_: Callable[..., Iterable[Any]] = map) -> dict[str, str]:
+    """Read the claims (and their PVs, and the pods' nodes) of `binds` until `volumebinding.readiness` says BIND or
+    GIVE_UP for each; the pods that gave up, "namespace/name" → reason. `map_` reads the pods (a pool's map)."""
+    pvc_rt = client.registry.get("", "v1", "persistentvolumeclaims")
+    pv_rt = client.registry.get("", "v1", "persistentvolumes")
+    node_rt = client.registry.get("", "v1", "nodes")
+    nodes: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    pending = [b for b in binds if volumes.get(b.uid)]
+    started = clock()
+    if pvc_rt is None or pv_rt is None:
+        return failed
+
+    def check(b: Bind) -> tuple[Bind, volumebinding.Readiness]:
+        actions = volumes[b.uid]
+        if node_rt is not None and b.node not in nodes:
+            _read(client, node_rt, b.node, None, nodes, b.node)
+        claims: dict[str, Any] = {}
+        pvs: dict[str, Any] = {}
+        for a in actions:
+            key = f"{a['namespace']}/{a['claim']}"
+            _read(client, pvc_rt, a["claim"], a["namespace"], claims, key)
+            claim = claims.get(key)
+            for name in {a.get("volume") or "", ((claim or {}).get("spec") or {}).get("volumeName") or ""} - {""}:
+                _read(client, pv_rt, name, None, pvs, name)
+        return b, volumebinding.readiness(actions, node_name=b.node, claims=claims, pvs=pvs, node=nodes.get(b.node),
+                                          elapsed=clock() - started, timeout=timeout)
+
+    while pending:
+        waiting: list[Bind] = []
+        for b, got in map_(check, pending):
+            if got.verdict is volumebinding.Verdict.GIVE_UP:
+                failed[f"{b.namespace}/{b.name}"] = got.reason
+            elif got.verdict is volumebinding.Verdict.WAIT:
+                waiting.append(b)
+        pending = waiting
+        if pending:
+            sleep(poll)
+    return failed
+
+
 def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, events: bool = True,
-          evict_grace_seconds: int | None = None, now: Callable[[], str] = _now) -> CommitResult:
+          evict_grace_seconds: int | None = None, now: Callable[[], str] = _now,
+          volume_bind_timeout: float | None = VOLUME_BIND_TIMEOUT,
+          sleep: Callable[[float], None] = time.sleep) -> CommitResult:
     """Write the decisions; API errors are collected in the result, never raised. Evicted pods are deleted with
-    their own grace period unless `evict_grace_seconds` is given (the simulator uses 0: no kubelet to confirm)."""
+    their own grace period unless `evict_grace_seconds` is given (the simulator uses 0: no kubelet to confirm).
+    `volume_bind_timeout=None` binds a pod right after its volume writes, without waiting for its claims (offline
+    tools, where no PV controller runs); `sleep` is what the wait for claims calls between two reads."""
     out = CommitResult(workers=max(1, workers))
     started = time.perf_counter()
     reg = client.registry
@@ -144,12 +212,22 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
         except errors.ApiError as exc:
             return key, str(exc)
 
+    def prebind(b: Any) -> tuple[str, str | None]:
+        try:
+            bind_volumes(client, decisions.volumes.get(b.uid) or ())
+            return f"{b.namespace}/{b.name}", None
+        except errors.ApiError as exc:
+            return f"{b.namespace}/{b.name}", f"binding volumes: {exc}"
+
     def bind(b: Any) -> tuple[str, str | None]:
         key = f"{b.namespace}/{b.name}"
         t0 = time.perf_counter()
         try:
+            if key in held:
+                return key, held[key]
             bind_claims(client, decisions.claims.get(b.uid) or ())
-            bind_volumes(client, decisions.volumes.get(b.uid) or ())
+            if volume_bind_timeout is None:
+                bind_volumes(client, decisions.volumes.get(b.uid) or ())
             client.bind(namespace=b.namespace, name=b.name, node_name=b.node,
                         annotations=decisions.annotations.get(b.uid) or None)
             return key, None
@@ -164,6 +242,25 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
                 out.evicted.append(key)
             else:
                 out.evict_failures[key] = err
+        held: dict[str, str] = {}  # pods not bound this commit: their volumes, or a gang-mate's, gave up
+        if volume_bind_timeout is not None:
+            with_volumes = [b for b in decisions.binds if decisions.volumes.get(b.uid)]
+            for key, err in pool.map(prebind, with_volumes):
+                if err is not None:
+                    held[key] = err
+            held.update(wait_for_volumes(client, [b for b in with_volumes if f"{b.namespace}/{b.name}" not in held],
+                                         decisions.volumes, timeout=volume_bind_timeout, sleep=sleep,
+                                         map_=pool.map))
+            for b in decisions.binds:
+                if f"{b.namespace}/{b.name}" in held and events:
+                    record_event(client, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                        "name": b.name, "namespace": b.namespace, "uid": b.uid}}, "Warning", "FailedScheduling",
+                        f'running PreBind plugin "VolumeBinding": {held[f"{b.namespace}/{b.name}"]}', now=now)
+            gave_up = {b.job: f"{b.namespace}/{b.name}" for b in decisions.binds if f"{b.namespace}/{b.name}" in held}
+            for b in decisions.binds:
+                key = f"{b.namespace}/{b.name}"
+                if b.job in gave_up and key not in held:
+                    held[key] = f"not bound with its gang: the volumes of {gave_up[b.job]} are not bound"
         for key, err in pool.map(bind, decisions.binds):
             if err is None:
                 out.bound.append(key)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from lahar.kube import errors
@@ -100,9 +100,12 @@ def list_objects(client: ClusterClient) -> dict[str, list[dict]]:
 
 def run_once(client: ClusterClient, conf: SchedulerConf, *, registry: Registry | None = None,
              scheduler_names: Iterable[str] = snapshots.DEFAULT_SCHEDULER_NAMES,
-             workers: int = 16, evict_grace_seconds: int | None = None) -> tuple[Decisions, commits.CommitResult]:
-    """List, schedule, commit — one session without an informer cache (tests, `lahar simulate`)."""
+             workers: int = 16, evict_grace_seconds: int | None = None, volume_bind_timeout: float | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> tuple[Decisions, commits.CommitResult]:
+    """List, schedule, commit — one session without an informer cache (tests, `lahar simulate`). Pods are bound
+    without waiting for their claims unless `volume_bind_timeout` is given (`commit.apply`)."""
     snap = snapshots.build(**list_objects(client), scheduler_names=scheduler_names)
     decisions = run_session(snap, conf, registry=registry)
-    result = commits.apply(client, decisions, workers=workers, evict_grace_seconds=evict_grace_seconds)
+    result = commits.apply(client, decisions, workers=workers, evict_grace_seconds=evict_grace_seconds,
+                           volume_bind_timeout=volume_bind_timeout, sleep=sleep)
     return decisions, result

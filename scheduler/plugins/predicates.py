@@ -103,6 +103,8 @@ class Predicates:
         self._csi_limits: dict[str, dict[str, int]] = {}
         self._taken: dict[str, str] = {}  # static PV → "ns/claim" assumed this session
         self._volume_actions: dict[str, list[_volumes.VolumeAction]] = {}  # task uid → actions (allocated now)
+        # "ns/claim" → (node index, tasks) of a claim to provision chosen this session: its other pods follow it
+        self._provisioning: dict[str, tuple[int, int]] = {}
         self._pv_mask_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._sc_mask_cache: dict[str, np.ndarray] = {}
         self._pv_index = _volumes.PVIndex({})
@@ -122,6 +124,7 @@ class Predicates:
         self._csi_limits = {name: _csi_limits(o) for name, o in (extras.get("csinodes") or {}).items()}
         self._taken = {}
         self._volume_actions = {}
+        self._provisioning = {}
         self._pv_mask_cache = {}
         self._sc_mask_cache = {}
         self._pv_index = _volumes.PVIndex(self._pvs)
@@ -138,8 +141,11 @@ class Predicates:
             if actions:
                 self._volume_actions[task.uid] = actions
                 for a in actions:
+                    key = f"{a.namespace}/{a.claim}"
                     if a.kind == "bind":
-                        self._taken[a.volume] = f"{a.namespace}/{a.claim}"
+                        self._taken[a.volume] = key
+                    else:
+                        self._provisioning[key] = (task.node, self._provisioning.get(key, (task.node, 0))[1] + 1)
         if self._dra is not None and task.node >= 0 and task.status is not TaskStatus.PIPELINED:
             self._dra.on_allocate(task, task.node)
 
@@ -147,8 +153,15 @@ class Predicates:
         if self.view is not None and self.view.owner is self:
             self.view.on_deallocate(task)
         for a in self._volume_actions.pop(task.uid, ()):
+            key = f"{a.namespace}/{a.claim}"
             if a.kind == "bind":
                 self._taken.pop(a.volume, None)
+            elif key in self._provisioning:
+                node, count = self._provisioning[key]
+                if count > 1:
+                    self._provisioning[key] = (node, count - 1)
+                else:
+                    del self._provisioning[key]
         if self._dra is not None:
             self._dra.on_deallocate(task)
 
@@ -294,6 +307,10 @@ class Predicates:
                 affinity, zone = self._pv_masks(st.bound)
                 fail(~affinity, _volumes.NODE_CONFLICT, True)
                 fail(~zone, _volumes.ZONE_CONFLICT, True)
+                continue
+            pinned = self._provisioning.get(f"{task.namespace}/{name}")
+            if pinned is not None:  # a pod placed this session provisions the claim there: one selected node
+                fail(np.arange(n) != pinned[0], _volumes.NODE_CONFLICT, False)
                 continue
             ok = np.zeros(n, dtype=bool)
             if st.candidates:

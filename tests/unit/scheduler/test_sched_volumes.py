@@ -191,10 +191,10 @@ def _cluster(classes: list[dict[str, Any]], pvs: list[dict[str, Any]], claims: l
     return c
 
 
-def _session(c: MemoryClient, conf_text: str = CONF) -> Any:
+def _session(c: MemoryClient, conf_text: str = CONF, **commit: Any) -> Any:
     reg = in_tree_registry()
     conf = confs.load(conf_text, actions=reg.action_names, plugins=reg.plugin_names)
-    return run_once(c, conf, registry=reg)
+    return run_once(c, conf, registry=reg, **commit)
 
 
 def _get(c: MemoryClient, plural: str, name: str, ns: str | None = None) -> dict[str, Any]:
