@@ -110,6 +110,11 @@ class NetworkTopologyAware:
         self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
         self.tier_weights = np.zeros(0)  # fading^(tier-1) per tier, lowest first
         self.tier_matrix = np.zeros((0, 0), dtype=np.intp)  # node row × tier → HyperNode index (len(names): none)
+        # the distinct rows of tier_matrix (a node's HyperNode per tier) and each node row's: nodes of one path
+        # score the same for a normal pod, so it is scored once per path
+        self.paths = np.zeros((0, 0), dtype=np.intp)
+        self.path_of_row = np.zeros(0, dtype=np.intp)
+        self.tier_weight_sum = 0.0
         self.by_leaf: dict[str, np.ndarray] = {}  # a job's HyperNode → LCA-tier score per lowest HyperNode
         self.constraints: dict[str, hypernodes.Constraint | None] = {}
         # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
@@ -150,6 +155,13 @@ class NetworkTopologyAware:
         self.tier_matrix = (np.stack([np.where(self.tier_of_row[t] >= 0, self.tier_of_row[t], len(self.names))
                                       for t in tiers], axis=1) if tiers
                             else np.zeros((len(arrays), 0), dtype=np.intp))
+        self.tier_weight_sum = float(self.tier_weights.sum())
+        if self.tier_matrix.size:
+            paths, inverse = np.unique(self.tier_matrix, axis=0, return_inverse=True)
+            self.paths, self.path_of_row = paths, np.asarray(inverse, dtype=np.intp).reshape(-1)
+        else:
+            self.paths = np.zeros((0, self.tier_matrix.shape[1]), dtype=np.intp)
+            self.path_of_row = np.zeros(len(arrays), dtype=np.intp)
         names = ssn.resources.names
         self.weights = np.array([float(self.options.resources.get(n, -1)) for n in names])
         self.binpack_dims = {}
@@ -294,10 +306,11 @@ class NetworkTopologyAware:
         weighted fading^(tier-1) and averaged."""
         if not self.options.normal_pod_enable:
             return np.zeros(len(candidates))
-        if not len(self.tier_weights) or self.tier_weights.sum() <= 0:
+        if not len(self.tier_weights) or self.tier_weight_sum <= 0:
             return np.zeros(len(candidates))
         hn_scores = np.append(self._binpack(task.resreq), 1.0)  # last: under none
-        return (hn_scores[self.tier_matrix[candidates]] @ self.tier_weights) / self.tier_weights.sum()
+        per_path = (hn_scores[self.paths] @ self.tier_weights) / self.tier_weight_sum
+        return per_path[self.path_of_row[candidates]]
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
         """The lower the tier of the LCA of the node's HyperNode and the job's, the better (1 inside the job's own
