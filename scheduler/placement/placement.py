@@ -115,6 +115,7 @@ class Placement:
         self.class_changes: list[int] = []  # node of every class change, in order (like NodeArrays.changes)
         self._memo: tuple[Any, NodeFilter] | None = None  # the last predicate (both plugins ask it in turn)
         self._cand_memo: tuple[Any, ...] | None = None
+        self._pass: NodeFilter | None = None
 
     def _class_id(self, node: int) -> int:
         token = (self.shape[node], self.held_key[node])
@@ -467,7 +468,9 @@ class Placement:
         n = len(arrays)
         relevant, request, key = self.task_info(task)
         if not relevant:
-            return NodeFilter(_all_true(n))
+            if self._pass is None or len(self._pass.feasible) != n:
+                self._pass = NodeFilter(_all_true(n))
+            return self._pass  # read-only: shared by every task that needs no planning
         memo_key = (key, self.version, arrays.version, n)
         if self._memo is not None and self._memo[0] == memo_key:
             return self._memo[1]  # numa-aware and deviceshare ask the same question in turn

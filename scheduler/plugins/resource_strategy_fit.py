@@ -346,6 +346,7 @@ class ResourceStrategyFit:
         self._cache: RowCache | None = None
         self._scorings: dict[tuple[bytes, str | None], Scoring] = {}  # per request and pod scoring, this session
         self._pods: dict[tuple[Any, Any], Any] = {}  # (scoring-type, weight annotations) → pod_strategy
+        self._pass: NodeFilter | None = None  # every node passes (no `proportional`)
 
     def on_session_open(self, ssn: Session) -> None:
         self.names = ssn.resources.names
@@ -370,7 +371,11 @@ class ResourceStrategyFit:
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         n = len(nodes)
         if not self.proportional:
-            return NodeFilter(np.ones(n, dtype=bool))
+            if self._pass is None or len(self._pass.feasible) != n:
+                feasible = np.ones(n, dtype=bool)
+                feasible.flags.writeable = False  # shared by every task of the session, never written
+                self._pass = NodeFilter(feasible)
+            return self._pass
         reasons = proportional_filter(task.resreq, nodes.idle, nodes.allocatable, self.names, self.proportional)
         assert reasons is not None
         feasible = np.equal(reasons, None)
