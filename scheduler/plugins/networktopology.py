@@ -22,6 +22,7 @@ __all__ = ["NetworkTopologyAware", "Options", "fading_weights", "parse_options"]
 
 MAX_NODE_SCORE = 100.0  # kube-scheduler framework.MaxNodeScore
 _PLACED = (*ALLOCATED, TaskStatus.PIPELINED)
+_FEW = 8  # HyperNodes at most, for the float path of `_binpack` (numpy's per-call cost dominates below it)
 
 
 def _number(args: Mapping[str, Any], key: str, default: float, kind: type) -> Any:
@@ -230,6 +231,8 @@ class NetworkTopologyAware:
         n = len(self.names) if idx is None else len(idx)
         if not len(dims) or not n or total <= 0:
             return np.zeros(n)
+        if idx is None and len(dims) <= 2 and n <= _FEW:
+            return np.array([self._binpack_one(h, got) for h in range(n)], dtype=np.float64)
         if idx is not None:
             safe, has, limit = safe[idx], has[idx], limit[idx]
         final = (self.hn_used[:, dims] if idx is None else self.hn_used[np.ix_(idx, dims)]) + req
@@ -237,6 +240,18 @@ class NetworkTopologyAware:
         score = (np.where(has, final / safe, 0.0) * w).sum(axis=1) / total
         score[over] = 0.0
         return score
+
+    def _binpack_one(self, h: int, got: tuple[Any, ...]) -> float:
+        """`_binpack` of one HyperNode in float arithmetic, numpy's order (a sum of at most two terms: the same
+        to the bit), for a tree of a few HyperNodes where numpy's per-call cost is most of the work."""
+        dims, req, safe, has, limit, w, total = got
+        score = 0.0
+        for j in range(len(dims)):
+            final = self.hn_used.item(h, int(dims[j])) + req.item(j)
+            if final > limit.item(h, j):
+                return 0.0
+            score += (final / safe.item(h, j) if has.item(h, j) else 0.0) * w.item(j)
+        return score / total
 
     def _task_counts(self, job: Job) -> np.ndarray:
         """Per HyperNode, how many of the job's tasks run (or are placed) under it (Volcano scoreWithTaskNum)."""
@@ -310,6 +325,8 @@ class NetworkTopologyAware:
             return np.zeros(len(candidates))
         hn_scores = np.append(self._binpack(task.resreq), 1.0)  # last: under none
         per_path = (hn_scores[self.paths] @ self.tier_weights) / self.tier_weight_sum
+        if len(per_path) == 1:
+            return np.full(len(candidates), per_path[0])  # every node under the same HyperNodes
         return per_path[self.path_of_row[candidates]]
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The plugins' per-session shortcuts keep their answers: binpack's and resource-strategy-fit's few-rows float path
 equals the numpy path to the bit, their cached scores follow an allocation on the node, numa-aware plans nothing
 for a task without a policy when no node publishes a Numatopology, a pod shape is shared only by pods that read
-the same, and network-topology-aware scores once per HyperNode path."""
+the same, and network-topology-aware scores once per HyperNode path (a few HyperNodes in float arithmetic, to the bit)."""
 
 from __future__ import annotations
 
@@ -193,3 +193,7 @@ def test_network_topology_normal_pod_scores_once_per_path() -> None:
     want = ((hn[tm] @ p.tier_weights) / p.tier_weights.sum() * 100.0 * p.options.weight).tolist()
     assert got == want
     assert got[0] == got[1] != got[2]
+    # a few HyperNodes: the float path (every HyperNode) equals the numpy path (by index) to the bit
+    every = np.arange(len(p.names))
+    for request in (task.resreq, task.resreq * 3, task.resreq * 0):
+        assert p._binpack(request).tolist() == p._binpack(request, every).tolist()
