@@ -34,6 +34,7 @@ from lahar.scheduler.placement.plans import (
     Rejection,
     node_fingerprint,
     placed_pods,
+    pod_shape,
     task_signature,
 )
 from lahar.scheduler.topology import (
@@ -57,6 +58,13 @@ if TYPE_CHECKING:
     from lahar.scheduler.framework.nodes import NodeArrays
     from lahar.scheduler.framework.session import Session
 
+def _task_policy(task: Task) -> str:
+    """The task's own `volcano.sh/numa-topology-policy` ("" when unset or none)."""
+    ann = (task.pod.get("metadata") or {}).get("annotations") or {}
+    policy = ann.get(NUMA_POLICY_ANNOTATION) or ""
+    return "" if policy == NONE else policy
+
+
 def placement(ssn: Session) -> Placement:
     """The session's placement (`ssn.state`: created on first use by whichever plugin opens first, dropped with
     the session)."""
@@ -74,6 +82,9 @@ class Placement:
         self.devices: DeviceSide | None = None
         nodes = ssn.nodes
         self._numatopos = ssn.snapshot.extras.get("numatopologies", {})
+        # no node of the session publishes a Numatopology: a task without a policy of its own is admitted with no
+        # CPUs on every node, so it needs no per-node planning (see `relevant`)
+        self.any_topology = any(n.name in self._numatopos for n in nodes)
         devices = ssn.snapshot.extras.get("devices", {})
         # per-node state is built lazily: only nodes a plan is made for (class representatives) are parsed
         self._topologies: dict[int, NodeTopology | None] = {}
@@ -98,9 +109,13 @@ class Placement:
         self.version = 0  # bumped whenever a node's reservations (hence its class) change
         self._tables: dict[Any, ClassTable] = {}  # per task signature and request: every class's answer
         self._info: dict[str, tuple[bool, Any, Any]] = {}
+        # per pod shape (`plans.pod_shape`: what the device request and the signature read of a pod): the tasks of
+        # a gang share one, so the device request is parsed and the signature hashed once per shape
+        self._by_shape: dict[Any, tuple[tuple[bool, Any], str | None]] = {}
         self.class_changes: list[int] = []  # node of every class change, in order (like NodeArrays.changes)
         self._memo: tuple[Any, NodeFilter] | None = None  # the last predicate (both plugins ask it in turn)
         self._cand_memo: tuple[Any, ...] | None = None
+        self._pass: NodeFilter | None = None
 
     def _class_id(self, node: int) -> int:
         token = (self.shape[node], self.held_key[node])
@@ -177,18 +192,36 @@ class Placement:
 
     def relevant(self, task: Task) -> tuple[bool, Any]:
         """(does this task need per-node planning at all, its device request)."""
+        shape = pod_shape(task.pod)
+        hit = self._by_shape.get(shape) if shape is not None else None
+        if hit is not None:
+            return hit[0]
+        got = self._relevant(task)
+        if shape is not None:
+            self._by_shape[shape] = (got, None)
+        return got
+
+    def _relevant(self, task: Task) -> tuple[bool, Any]:
         request = self.devices.device_request(task) if self.devices is not None else None
         if request is not None:
             return True, request
         if not self.cpu_side:
             return False, None
+        if not self.any_topology and not _task_policy(task):
+            return False, None  # every node's plan would be "admitted, no CPUs": the same as no planning
         return True, None
 
     def signature(self, task: Task) -> str:
         sig = self.signatures.get(task.uid)
         if sig is None:
-            sig = self.signatures[task.uid] = self.derived.get("signature", task.uid, (task.pod,),
-                                                                   lambda: task_signature(task))
+            shape = pod_shape(task.pod)
+            hit = self._by_shape.get(shape) if shape is not None else None
+            sig = hit[1] if hit is not None else None
+            if sig is None:
+                sig = self.derived.get("signature", task.uid, (task.pod,), lambda: task_signature(task))
+                if hit is not None:
+                    self._by_shape[shape] = (hit[0], sig)
+            self.signatures[task.uid] = sig
         return sig
 
     def evaluate(self, task: Task, node: int, request: Any = None) -> Plan | Rejection:
@@ -435,7 +468,9 @@ class Placement:
         n = len(arrays)
         relevant, request, key = self.task_info(task)
         if not relevant:
-            return NodeFilter(_all_true(n))
+            if self._pass is None or len(self._pass.feasible) != n:
+                self._pass = NodeFilter(_all_true(n))
+            return self._pass  # read-only: shared by every task that needs no planning
         memo_key = (key, self.version, arrays.version, n)
         if self._memo is not None and self._memo[0] == memo_key:
             return self._memo[1]  # numa-aware and deviceshare ask the same question in turn

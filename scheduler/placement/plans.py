@@ -167,6 +167,37 @@ def _holds_topology(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def _frozen(value: Any) -> Any:
+    """`value` as a hashable of the same content: mappings and lists tagged and in their own order, other
+    scalars with their type (1, 1.0 and True are equal in Python, not in a pod). Unhashables raise TypeError."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return ("{", tuple((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("[", tuple(_frozen(v) for v in value))
+    hash(value)
+    return (type(value).__name__, value)
+
+
+def pod_shape(pod: Mapping[str, Any]) -> Any:
+    """Everything `task_signature` and the device request (`devices.requests.parse`) read of a pod, hashable: its
+    annotations and each container's kind, name and resources. Two pods of one shape get the same signature and
+    device request; None when some value is not hashable (then nothing is shared)."""
+    spec = pod.get("spec") or {}
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    try:
+        parts: list[Any] = [_frozen(ann)]
+        for key in ("initContainers", "containers"):
+            for c in spec.get(key) or ():
+                parts.append((key, _frozen(c.get("name")), _frozen(c.get("resources"))))
+        shape = tuple(parts)
+        hash(shape)
+    except (TypeError, AttributeError):
+        return None
+    return shape
+
+
 def task_signature(task: Task) -> str:
     pod = task.pod
     spec = pod.get("spec") or {}

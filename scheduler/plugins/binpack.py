@@ -1,7 +1,8 @@
 """binpack: prefer nodes that the task fills most — per requested resource, (used + request) / allocatable
 weighted by `binpack.cpu`, `binpack.memory`, `binpack.resources.<name>`, averaged, × 100 × `binpack.weight`.
 
-Volcano's `plugins/binpack` (spec §5.4); vectorised over the node arrays and cached per request like nodeorder.
+Volcano's `plugins/binpack` (spec §5.4); vectorised over the node arrays and cached per request like nodeorder;
+what depends on the request alone (`Prepared`) is worked out once per request and session.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
 
-__all__ = ["MAX_NODE_SCORE", "BinPack", "Weights", "binpack_scores", "parse_weights"]
+__all__ = ["MAX_NODE_SCORE", "BinPack", "Prepared", "Weights", "binpack_scores", "parse_weights"]
 
 MAX_NODE_SCORE = 100.0  # kube-scheduler framework.MaxNodeScore
+_FEW = 8  # rows recomputed at most, for the per-row float path (numpy's per-call cost dominates below it)
 
 
 class Weights:
@@ -70,21 +72,59 @@ def parse_weights(args: Mapping[str, Any]) -> Weights:
     return Weights(weight, resources)
 
 
+class Prepared:
+    """What `binpack_scores` derives from a request and the weights alone, worked out once per request: the
+    dimensions scored (requested and weighted), their requests and weights, and the weight sum."""
+
+    __slots__ = ("dims", "req", "w", "zero_w", "weight_sum", "scale", "scalar")
+
+    def __init__(self, request: np.ndarray, weights: np.ndarray, weight: int) -> None:
+        self.dims = np.flatnonzero((request >= EPSILON) & (weights >= 0))
+        self.req, self.w = request[self.dims], weights[self.dims]
+        self.zero_w = self.w == 0
+        self.weight_sum = float(self.w.sum())
+        self.scale = MAX_NODE_SCORE * weight
+        # (dim, request, weight) as floats, for the few-rows path: with at most two dimensions, plain float
+        # arithmetic in numpy's order gives numpy's results to the bit (a sum of two is the same either way round)
+        self.scalar = ([(int(d), float(q), float(x)) for d, q, x in zip(self.dims, self.req, self.w, strict=True)]
+                       if len(self.dims) <= 2 else None)
+
+    def scores(self, allocatable: np.ndarray, used: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Over every node (`rows` None) or over `rows`."""
+        n = len(allocatable) if rows is None else len(rows)
+        if not len(self.dims):
+            return np.zeros(n)
+        if rows is not None and n <= _FEW and self.scalar is not None:
+            return np.array([self._row(allocatable, used, row) for row in rows.tolist()], dtype=np.float64)
+        if rows is None:
+            alloc, final = allocatable[:, self.dims], used[:, self.dims] + self.req
+        else:
+            sel = np.ix_(rows, self.dims)
+            alloc, final = allocatable[sel], used[sel] + self.req
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.where((alloc == 0) | (final > alloc) | self.zero_w, 0.0, final * self.w / alloc)
+        score = per.sum(axis=1)
+        if self.weight_sum > 0:
+            score = score / self.weight_sum
+        return score * self.scale
+
+
+    def _row(self, allocatable: np.ndarray, used: np.ndarray, row: int) -> float:
+        score = 0.0
+        for d, req, w in self.scalar or ():
+            alloc = allocatable.item(row, d)
+            final = used.item(row, d) + req
+            if alloc != 0 and final <= alloc and w != 0:
+                score += final * w / alloc
+        if self.weight_sum > 0:
+            score = score / self.weight_sum
+        return score * self.scale
+
+
 def binpack_scores(request: np.ndarray, allocatable: np.ndarray, used: np.ndarray, weights: np.ndarray,
                    weight: int) -> np.ndarray:
     """BinPackingScore over nodes (rows): `weights[r]` < 0 marks a resource without a weight (skipped)."""
-    dims = (request >= EPSILON) & (weights >= 0)
-    if not dims.any():
-        return np.zeros(len(allocatable))
-    req, w = request[dims], weights[dims]
-    alloc, final = allocatable[:, dims], used[:, dims] + req
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where((alloc == 0) | (final > alloc) | (w == 0), 0.0, final * w / alloc)
-    score = per.sum(axis=1)
-    weight_sum = float(w.sum())
-    if weight_sum > 0:
-        score = score / weight_sum
-    return score * (MAX_NODE_SCORE * weight)
+    return Prepared(request, weights, weight).scores(allocatable, used)
 
 
 class BinPack:
@@ -95,22 +135,27 @@ class BinPack:
         self.weights = parse_weights(self.arguments)
         self._vector = np.zeros(0)
         self._cache: RowCache | None = None
+        self._prepared: dict[bytes, Prepared] = {}  # per request, this session
 
     def on_session_open(self, ssn: Session) -> None:
         names = ssn.resources.names
         self._vector = np.array([float(self.weights.resources.get(n, -1)) for n in names])
+        self._prepared = {}
         nodes = ssn.arrays
-        self._cache = RowCache(nodes, lambda req, rows: self._score(nodes, req, rows))
+        self._cache = RowCache(nodes, lambda prep, rows: prep.scores(nodes.allocatable, nodes.used, rows))
 
-    def _score(self, nodes: NodeArrays, req: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        if rows is None:
-            return binpack_scores(req, nodes.allocatable, nodes.used, self._vector, self.weights.weight)
-        return binpack_scores(req, nodes.allocatable[rows], nodes.used[rows], self._vector, self.weights.weight)
+    def _prepare(self, key: bytes, request: np.ndarray) -> Prepared:
+        prep = self._prepared.get(key)
+        if prep is None:
+            prep = self._prepared[key] = Prepared(request, self._vector, self.weights.weight)
+        return prep
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         """Zero everywhere when `binpack.weight` is 0 (Volcano registers no NodeOrderFn then)."""
         if self.weights.weight == 0:
             return np.zeros(len(candidates))
+        key = task.resreq.tobytes()
+        prep = self._prepare(key, task.resreq)
         if self._cache is None or self._cache.arrays is not nodes:
-            return self._score(nodes, task.resreq, None)[candidates]
-        return self._cache.get(task.resreq.tobytes(), task.resreq)[candidates]
+            return prep.scores(nodes.allocatable, nodes.used)[candidates]
+        return self._cache.get(key, prep)[candidates]

@@ -22,6 +22,7 @@ __all__ = ["NetworkTopologyAware", "Options", "fading_weights", "parse_options"]
 
 MAX_NODE_SCORE = 100.0  # kube-scheduler framework.MaxNodeScore
 _PLACED = (*ALLOCATED, TaskStatus.PIPELINED)
+_FEW = 8  # HyperNodes at most, for the float path of `_binpack` (numpy's per-call cost dominates below it)
 
 
 def _number(args: Mapping[str, Any], key: str, default: float, kind: type) -> Any:
@@ -110,6 +111,11 @@ class NetworkTopologyAware:
         self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
         self.tier_weights = np.zeros(0)  # fading^(tier-1) per tier, lowest first
         self.tier_matrix = np.zeros((0, 0), dtype=np.intp)  # node row × tier → HyperNode index (len(names): none)
+        # the distinct rows of tier_matrix (a node's HyperNode per tier) and each node row's: nodes of one path
+        # score the same for a normal pod, so it is scored once per path
+        self.paths = np.zeros((0, 0), dtype=np.intp)
+        self.path_of_row = np.zeros(0, dtype=np.intp)
+        self.tier_weight_sum = 0.0
         self.by_leaf: dict[str, np.ndarray] = {}  # a job's HyperNode → LCA-tier score per lowest HyperNode
         self.constraints: dict[str, hypernodes.Constraint | None] = {}
         # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
@@ -150,6 +156,13 @@ class NetworkTopologyAware:
         self.tier_matrix = (np.stack([np.where(self.tier_of_row[t] >= 0, self.tier_of_row[t], len(self.names))
                                       for t in tiers], axis=1) if tiers
                             else np.zeros((len(arrays), 0), dtype=np.intp))
+        self.tier_weight_sum = float(self.tier_weights.sum())
+        if self.tier_matrix.size:
+            paths, inverse = np.unique(self.tier_matrix, axis=0, return_inverse=True)
+            self.paths, self.path_of_row = paths, np.asarray(inverse, dtype=np.intp).reshape(-1)
+        else:
+            self.paths = np.zeros((0, self.tier_matrix.shape[1]), dtype=np.intp)
+            self.path_of_row = np.zeros(len(arrays), dtype=np.intp)
         names = ssn.resources.names
         self.weights = np.array([float(self.options.resources.get(n, -1)) for n in names])
         self.binpack_dims = {}
@@ -218,6 +231,8 @@ class NetworkTopologyAware:
         n = len(self.names) if idx is None else len(idx)
         if not len(dims) or not n or total <= 0:
             return np.zeros(n)
+        if idx is None and len(dims) <= 2 and n <= _FEW:
+            return np.array([self._binpack_one(h, got) for h in range(n)], dtype=np.float64)
         if idx is not None:
             safe, has, limit = safe[idx], has[idx], limit[idx]
         final = (self.hn_used[:, dims] if idx is None else self.hn_used[np.ix_(idx, dims)]) + req
@@ -225,6 +240,18 @@ class NetworkTopologyAware:
         score = (np.where(has, final / safe, 0.0) * w).sum(axis=1) / total
         score[over] = 0.0
         return score
+
+    def _binpack_one(self, h: int, got: tuple[Any, ...]) -> float:
+        """`_binpack` of one HyperNode in float arithmetic, numpy's order (a sum of at most two terms: the same
+        to the bit), for a tree of a few HyperNodes where numpy's per-call cost is most of the work."""
+        dims, req, safe, has, limit, w, total = got
+        score = 0.0
+        for j in range(len(dims)):
+            final = self.hn_used.item(h, int(dims[j])) + req.item(j)
+            if final > limit.item(h, j):
+                return 0.0
+            score += (final / safe.item(h, j) if has.item(h, j) else 0.0) * w.item(j)
+        return score / total
 
     def _task_counts(self, job: Job) -> np.ndarray:
         """Per HyperNode, how many of the job's tasks run (or are placed) under it (Volcano scoreWithTaskNum)."""
@@ -294,10 +321,13 @@ class NetworkTopologyAware:
         weighted fading^(tier-1) and averaged."""
         if not self.options.normal_pod_enable:
             return np.zeros(len(candidates))
-        if not len(self.tier_weights) or self.tier_weights.sum() <= 0:
+        if not len(self.tier_weights) or self.tier_weight_sum <= 0:
             return np.zeros(len(candidates))
         hn_scores = np.append(self._binpack(task.resreq), 1.0)  # last: under none
-        return (hn_scores[self.tier_matrix[candidates]] @ self.tier_weights) / self.tier_weights.sum()
+        per_path = (hn_scores[self.paths] @ self.tier_weights) / self.tier_weight_sum
+        if len(per_path) == 1:
+            return np.full(len(candidates), per_path[0])  # every node under the same HyperNodes
+        return per_path[self.path_of_row[candidates]]
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
         """The lower the tier of the LCA of the node's HyperNode and the job's, the better (1 inside the job's own

@@ -31,6 +31,7 @@ __all__ = [
     "MOST",
     "Proportion",
     "ResourceStrategyFit",
+    "Scoring",
     "Sra",
     "Strategy",
     "find_strategy",
@@ -48,6 +49,8 @@ MAX_NODE_SCORE = 100.0
 LEAST, MOST = "LeastAllocated", "MostAllocated"
 TYPE_ANNOTATION = "volcano.sh/resource-strategy-scoring-type"
 WEIGHT_ANNOTATION = "volcano.sh/resource-strategy-weight"
+_UNSET = object()
+_FEW = 8  # rows recomputed at most, for the per-row float path (numpy's per-call cost dominates below it)
 
 
 def _int(v: Any) -> int | None:
@@ -142,40 +145,90 @@ def pod_strategy(pod: Mapping[str, Any]) -> tuple[str, dict[str, int]] | None | 
     return str(kind), weights
 
 
+class Scoring:
+    """What `strategy_score` derives from a request, the conf and the pod's annotations alone, worked out once: the
+    resources scored (their columns, requests, weights and whether MostAllocated) and the weight sum."""
+
+    __slots__ = ("zero", "cols", "req", "w", "most", "weight_sum", "scale", "scalar")
+
+    def __init__(self, request: np.ndarray, names: tuple[str, ...], strategy: Strategy,
+                 pod: tuple[str, dict[str, int]] | None | bool = None) -> None:
+        self.zero = pod is False
+        cols: list[int] = []
+        kinds: list[bool] = []
+        weights: list[int] = []
+        weight_sum = 0
+        for r, name in enumerate(names) if not self.zero else ():
+            if float(request[r]) < EPSILON:
+                continue
+            if isinstance(pod, tuple):
+                if name not in pod[1]:
+                    continue
+                kind, w = pod[0], pod[1][name]
+            else:
+                found = find_strategy(name, strategy.resources)
+                if found is None:
+                    continue
+                kind, w = found
+            weight_sum += w
+            if w == 0 or kind not in (LEAST, MOST):
+                continue  # counts in the sum, scores nothing
+            cols.append(r)
+            kinds.append(kind == MOST)
+            weights.append(w)
+        self.cols = np.array(cols, dtype=np.intp)
+        self.req = np.asarray(request, dtype=np.float64)[self.cols]
+        self.w = np.array(weights, dtype=np.float64)
+        self.most = np.array(kinds, dtype=bool)
+        self.weight_sum = weight_sum
+        self.scale = MAX_NODE_SCORE * strategy.weight
+        # (column, request, weight, most) as floats, for the few-rows path: with at most two resources, plain
+        # float arithmetic in numpy's order gives numpy's results to the bit (a sum of two is the same either way)
+        self.scalar = ([(int(c), float(q), float(x), bool(m)) for c, q, x, m in
+                        zip(self.cols, self.req, self.w, self.most, strict=True)] if len(self.cols) <= 2 else None)
+
+    def scores(self, allocatable: np.ndarray, used: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Over every node (`rows` None) or over `rows`."""
+        n = len(allocatable) if rows is None else len(rows)
+        if self.zero:
+            return np.zeros(n)
+        if not len(self.cols):
+            return np.zeros(n)
+        if rows is not None and n <= _FEW and self.scalar is not None:
+            return np.array([self._row(allocatable, used, row) for row in rows.tolist()], dtype=np.float64)
+        if rows is None:
+            cap, final = allocatable[:, self.cols], used[:, self.cols] + self.req
+        else:
+            sel = np.ix_(rows, self.cols)
+            cap, final = allocatable[sel], used[sel] + self.req
+        live = cap != 0
+        overflow = (live & (final > cap)).any(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            part = np.where(self.most, final, cap - final) * self.w / cap
+        total = np.where(live, part, 0.0).sum(axis=1)
+        if self.weight_sum > 0:
+            total = total / self.weight_sum
+        return np.where(overflow, 0.0, total * self.scale)
+
+
+    def _row(self, allocatable: np.ndarray, used: np.ndarray, row: int) -> float:
+        total = 0.0
+        for c, req, w, most in self.scalar or ():
+            cap = allocatable.item(row, c)
+            final = used.item(row, c) + req
+            if cap != 0:
+                if final > cap:
+                    return 0.0
+                total += (final if most else cap - final) * w / cap
+        if self.weight_sum > 0:
+            total = total / self.weight_sum
+        return total * self.scale
+
+
 def strategy_score(request: np.ndarray, allocatable: np.ndarray, used: np.ndarray, names: tuple[str, ...],
                    strategy: Strategy, pod: tuple[str, dict[str, int]] | None | bool = None) -> np.ndarray:
     """Upstream Score over nodes (rows of `allocatable` / `used`), for a request vector in `names` order."""
-    n = len(allocatable)
-    if pod is False:
-        return np.zeros(n)
-    total = np.zeros(n)
-    overflow = np.zeros(n, dtype=bool)
-    weight_sum = 0
-    for r, name in enumerate(names):
-        req = float(request[r])
-        if req < EPSILON:
-            continue
-        if isinstance(pod, tuple):
-            if name not in pod[1]:
-                continue
-            kind, w = pod[0], pod[1][name]
-        else:
-            found = find_strategy(name, strategy.resources)
-            if found is None:
-                continue
-            kind, w = found
-        weight_sum += w
-        if w == 0 or kind not in (LEAST, MOST):
-            continue
-        cap, final = allocatable[:, r], used[:, r] + req
-        live = cap != 0
-        overflow |= live & (final > cap)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            part = (final if kind == MOST else cap - final) * w / cap
-        total += np.where(live, part, 0.0)
-    if weight_sum > 0:
-        total = total / weight_sum
-    return np.where(overflow, 0.0, total * MAX_NODE_SCORE * strategy.weight)
+    return Scoring(request, names, strategy, pod).scores(allocatable, used)
 
 
 class Sra:
@@ -291,27 +344,38 @@ class ResourceStrategyFit:
         self.proportional = parse_proportional(self.arguments)
         self.names: tuple[str, ...] = ()
         self._cache: RowCache | None = None
+        self._scorings: dict[tuple[bytes, str | None], Scoring] = {}  # per request and pod scoring, this session
+        self._pods: dict[tuple[Any, Any], Any] = {}  # (scoring-type, weight annotations) → pod_strategy
+        self._pass: NodeFilter | None = None  # every node passes (no `proportional`)
 
     def on_session_open(self, ssn: Session) -> None:
         self.names = ssn.resources.names
+        self._scorings = {}
+        self._pods = {}
         nodes = ssn.arrays
         self._cache = RowCache(nodes, lambda arg, rows: self._score(nodes, arg, rows))  # type: ignore[arg-type]
 
-    def _score(self, nodes: NodeArrays, arg: tuple[np.ndarray, Any], rows: np.ndarray | None) -> np.ndarray:
-        request, pod = arg
-        alloc = nodes.allocatable if rows is None else nodes.allocatable[rows]
-        used = nodes.used if rows is None else nodes.used[rows]
-        total = np.zeros(len(alloc))
+    def _score(self, nodes: NodeArrays, arg: tuple[np.ndarray, Scoring], rows: np.ndarray | None) -> np.ndarray:
+        request, scoring = arg
+        if rows is None:
+            total = np.zeros(len(nodes.allocatable))
+        else:
+            total = np.zeros(len(rows))
         if self.strategy.weight > 0:
-            total += strategy_score(request, alloc, used, self.names, self.strategy, pod)
+            total += scoring.scores(nodes.allocatable, nodes.used, rows)
         if self.sra is not None and self.sra.weight > 0:
+            alloc = nodes.allocatable if rows is None else nodes.allocatable[rows]
             total += sra_scores(request, alloc, self.names, self.sra)
         return total
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         n = len(nodes)
         if not self.proportional:
-            return NodeFilter(np.ones(n, dtype=bool))
+            if self._pass is None or len(self._pass.feasible) != n:
+                feasible = np.ones(n, dtype=bool)
+                feasible.flags.writeable = False  # shared by every task of the session, never written
+                self._pass = NodeFilter(feasible)
+            return self._pass
         reasons = proportional_filter(task.resreq, nodes.idle, nodes.allocatable, self.names, self.proportional)
         assert reasons is not None
         feasible = np.equal(reasons, None)
@@ -322,9 +386,25 @@ class ResourceStrategyFit:
         scoring annotations, recomputed only on the nodes changed since (as binpack)."""
         if self.strategy.weight <= 0 and (self.sra is None or self.sra.weight <= 0):
             return np.zeros(len(candidates))
-        pod = pod_strategy(task.pod)
-        arg = (task.resreq, pod)
+        pod = self._pod_strategy(task.pod)
+        key = (task.resreq.tobytes(), None if pod is None else repr(pod))
+        scoring = self._scorings.get(key)
+        if scoring is None:
+            scoring = self._scorings[key] = Scoring(task.resreq, self.names, self.strategy, pod)
+        arg = (task.resreq, scoring)
         if self._cache is None or self._cache.arrays is not nodes:
             return self._score(nodes, arg, None)[candidates]
-        key = (task.resreq.tobytes(), None if pod is None else repr(pod))
         return self._cache.get(key, arg)[candidates]
+
+    def _pod_strategy(self, pod: Mapping[str, Any]) -> tuple[str, dict[str, int]] | None | bool:
+        """`pod_strategy`, parsed once per pair of annotation values (most pods set neither)."""
+        ann = (pod.get("metadata") or {}).get("annotations") or {}
+        raw = (ann.get(TYPE_ANNOTATION), ann.get(WEIGHT_ANNOTATION))
+        if not raw[0]:
+            return None
+        if not all(isinstance(v, str | None) for v in raw):
+            return pod_strategy(pod)
+        got = self._pods.get(raw, _UNSET)
+        if got is _UNSET:
+            got = self._pods[raw] = pod_strategy(pod)
+        return got  # type: ignore[return-value]

@@ -261,6 +261,8 @@ class Usage:
         return composite(usage.cpu, cpu_est, cpu_cap), composite(usage.memory, mem_est, mem_cap)
 
     def _add(self, task: Task, row: int) -> None:
+        if not self._fresh[row]:
+            return  # an unmeasured node scores 0 whatever its estimates: none are gathered for it
         cpu, mem = self._shares(row)
         risk = applied_risk_factor(load_composite(cpu, mem, self.cpu_weight, self.memory_weight),
                                    self.risk_threshold, self.risk_factor)

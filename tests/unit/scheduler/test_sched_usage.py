@@ -222,3 +222,17 @@ def test_a_changed_annotation_is_read_again_in_the_next_session() -> None:
     assert again.plugins["usage"].usage[0] is first.plugins["usage"].usage[0]  # parsed once
     cooled = _session([_node("n1", 10, 10)], shared=shared)
     assert cooled.predicate(_task(cooled)).feasible.tolist() == [True]
+
+
+def test_no_estimates_are_gathered_for_an_unmeasured_node() -> None:
+    """An unmeasured (or stale) node scores 0 whatever its shadow holds, so placements there add nothing to it;
+    the measured node beside it still gets its estimate."""
+    ssn = _session([_node("n1", 30, 50), _node("n2"), _node("n3", 30, 50, ago=3600)],
+                   pods=[pod(f"p{i}").req("1", "1Gi").group("pg1") for i in (1, 2, 3, 4)])
+    stmt = ssn.statement()
+    for name, row in (("p1", 0), ("p2", 1), ("p3", 2)):
+        stmt.allocate(_task(ssn, name), row)
+    shadow = ssn.plugins["usage"].shadow
+    assert shadow.node("n2") == (0, 0) and shadow.node("n3") == (0, 0)
+    assert shadow.node("n1")[0] == pytest.approx(700)
+    assert ssn.node_scores(_task(ssn, "p4"), np.array([1, 2])).tolist() == [0.0, 0.0]
