@@ -43,7 +43,7 @@ from lahar.policies.admission_policies.compiling import (
     parse_policies,
 )
 from lahar.policies.admission_policies.enforcement import Decision, PolicyStage, enforce, policy_stage
-from lahar.policies.admission_policies.evaluation import Result, evaluate, matches, queue_name
+from lahar.policies.admission_policies.evaluation import Result, apply_patch, evaluate, matches, queue_name
 from lahar.policies.admission_policies.models import API_VERSION, KIND, AdmissionPolicy, ValidationAction
 from lahar.policies.admission_policies.reviews import normalize, request_for_object
 
@@ -57,6 +57,7 @@ __all__ = [
     "PolicyStage",
     "Result",
     "ValidationAction",
+    "apply_patch",
     "compile_policy",
     "enforce",
     "evaluate",

@@ -160,9 +160,7 @@ def _evaluate_one(policy: CompiledPolicy, act: cel.Activation, state: dict[str, 
         if not ops:
             continue
         try:
-            patched = patch_copying_paths(state["object"], ops)
-            if patched is _NOT_SIMPLE:
-                patched = jsonpatch.JsonPatch(ops).apply(_copy(state["object"]), in_place=True)
+            patched = apply_patch(state["object"], ops)
         except jsonpatch.JsonPatchTestFailed:
             continue                                 # a failed `test` op skips the mutation, as in Kubernetes
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
@@ -197,6 +195,15 @@ def _copy(obj: Any) -> Any:
 
 
 _NOT_SIMPLE = object()
+
+
+def apply_patch(obj: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
+    """`ops` applied to a new object, `obj` left as it is: along the patched paths only (`patch_copying_paths`), else
+    by `jsonpatch` on a copy, whose errors (`JsonPatchException`, `JsonPointerException`) the caller handles."""
+    patched = patch_copying_paths(obj, ops)
+    if patched is _NOT_SIMPLE:
+        patched = jsonpatch.JsonPatch(list(ops)).apply(_copy(obj), in_place=True)
+    return patched
 
 
 def _token(tok: str) -> str:
