@@ -546,34 +546,25 @@ def _elements(v: Any) -> Any:
     raise Unsure
 
 
-def _all(rng: Fn, slot: int, body: list[Fn]) -> Fn:
-    (pred,) = body
+def _quantifier(decisive: bool) -> Callable[[Fn, int, list[Fn]], Fn]:
+    """`all` (decisive False) and `exists` (decisive True): the first element whose predicate gives `decisive` ends
+    the loop with it; a predicate that is not a bool leaves the answer to the engine."""
+    other = not decisive
 
-    def f(d: Mapping[str, Any], s: list[Any]) -> bool:
-        for item in _elements(rng(d, s)):
-            s[slot] = item
-            r = pred(d, s)
-            if r is False:
-                return False
-            if r is not True:
-                raise Unsure
-        return True
-    return f
+    def build(rng: Fn, slot: int, body: list[Fn]) -> Fn:
+        (pred,) = body
 
-
-def _exists(rng: Fn, slot: int, body: list[Fn]) -> Fn:
-    (pred,) = body
-
-    def f(d: Mapping[str, Any], s: list[Any]) -> bool:
-        for item in _elements(rng(d, s)):
-            s[slot] = item
-            r = pred(d, s)
-            if r is True:
-                return True
-            if r is not False:
-                raise Unsure
-        return False
-    return f
+        def f(d: Mapping[str, Any], s: list[Any]) -> bool:
+            for item in _elements(rng(d, s)):
+                s[slot] = item
+                r = pred(d, s)
+                if r is decisive:
+                    return decisive
+                if r is not other:
+                    raise Unsure
+            return other
+        return f
+    return build
 
 
 def _exists_one(rng: Fn, slot: int, body: list[Fn]) -> Fn:
@@ -634,7 +625,7 @@ def _filter(rng: Fn, slot: int, body: list[Fn]) -> Fn:
     return f
 
 
-_MACRO_BUILDERS = {"all": _all, "exists": _exists, "exists_one": _exists_one, "map": _map_macro, "filter": _filter}
+_MACRO_BUILDERS = {"all": _quantifier(False), "exists": _quantifier(True), "exists_one": _exists_one, "map": _map_macro, "filter": _filter}
 _LEAVES = frozenset({"literal", "ident", "list_lit", "map_lit", "paren_expr", "ident_arg", "member_dot",
                      "member_dot_arg", "member_index", "member_object", "dot_ident", "dot_ident_arg"})
 _FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*|[0-9]*\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -19,6 +19,7 @@ import numpy as np
 
 from lahar.scheduler.devices import dra
 from lahar.scheduler.framework.snapshot import Task
+from lahar.scheduler.plugins._shared.nodematch import match_node_selector_terms
 
 __all__ = ["ClaimRef", "Claims", "pod_claims"]
 
@@ -53,35 +54,16 @@ def pod_claims(pod: Obj) -> list[ClaimRef]:
     return out
 
 
-def _requirement_ok(e: Any, value: str | None) -> bool:
-    if not isinstance(e, Mapping):
-        return False
-    op, values = e.get("operator"), list(e.get("values") or ())
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    return False
-
-
 def _node_selector_ok(selector: Obj | None, node: Any) -> bool:
-    """An allocation's nodeSelector against a node: matchFields on metadata.name and matchExpressions on labels
-    (terms ORed, requirements ANDed)."""
+    """An allocation's nodeSelector against a node, as a pod's required node affinity matches (terms ORed,
+    requirements ANDed); a malformed selector matches no node."""
     if not selector:
         return True
-    for term in selector.get("nodeSelectorTerms") or ():
-        term = term if isinstance(term, Mapping) else {}
-        fields = term.get("matchFields") or ()
-        exprs = term.get("matchExpressions") or ()
-        if (fields or exprs) and all(
-                _requirement_ok(e, node.name if _m(e).get("key") == "metadata.name" else None) for e in fields) \
-                and all(_requirement_ok(e, node.labels.get(_m(e).get("key"))) for e in exprs):
-            return True
-    return False
+    terms = [t for t in _m(selector).get("nodeSelectorTerms") or () if isinstance(t, Mapping)]
+    try:
+        return match_node_selector_terms(terms, node)
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return False
 
 
 def _m(v: Any) -> Mapping[str, Any]:

@@ -296,3 +296,32 @@ def test_the_scheduler_cache_carries_claims_slices_and_classes() -> None:
         assert run_session(cache.snapshot(), conf, registry=reg).binds == []  # gpu-0 is ca's
     finally:
         cache.stop()
+
+
+def _sel(*terms: Any) -> dict[str, Any]:
+    return {"nodeSelectorTerms": list(terms)}
+
+
+_NODE_SELECTORS = [
+    ("none", None, True),
+    ("field-name-in", _sel({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}), True),
+    ("field-other-node", _sel({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}),
+     False),
+    ("label-in", _sel({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}), True),
+    ("label-gt", _sel({"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]}), True),
+    ("terms-ored", _sel({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                        {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}), True),
+    ("empty-term-matches-nothing", _sel({}), False),
+    ("term-not-a-map", _sel("zone=a"), False),
+    ("expression-not-a-map", _sel({"matchExpressions": ["zone"]}), False),
+    ("gt-not-a-number", _sel({"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["many"]}]}), False),
+]
+
+
+@pytest.mark.parametrize(("selector", "want"), [c[1:] for c in _NODE_SELECTORS], ids=[c[0] for c in _NODE_SELECTORS])
+def test_allocation_node_selector(selector: Any, want: bool) -> None:
+    """An allocation's nodeSelector matches as a pod's required node affinity does; malformed matches nothing."""
+    from lahar.scheduler.framework.snapshot import Node
+
+    n = Node({"metadata": {"name": "n1", "labels": {"zone": "a", "gpus": "8"}}}, 0)
+    assert _dra._node_selector_ok(selector, n) is want
