@@ -105,17 +105,22 @@ def test_two_claims_get_the_two_devices_and_a_third_waits() -> None:
     assert "claim c1/cx, request gpu: needs 1 device(s), 0 of 2 matching free" in cond.event_message
 
 
+def _add_claim_job(c: MemoryClient, group: str, claim: str) -> None:
+    """An Inqueue PodGroup `group` with one pod whose claim `gpu` is the ResourceClaim `claim`."""
+    pg = podgroup(group, NS).min(1).queue("default").obj
+    pg.setdefault("status", {})["phase"] = "Inqueue"
+    c.create(c.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups"), pg, namespace=NS)
+    p = pod(f"{group}-0", NS).req(cpu="1").group(group).obj
+    p["metadata"].pop("uid")
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    c.create(c.registry.get("", "v1", "pods"), p, namespace=NS)
+
+
 def test_next_session_sees_the_allocations() -> None:
     c = _cluster(gpus=1, groups={"a": ["ca"]}, claims=["ca", "cb"])
     _, first = _session(c)
     assert first.bound == ["c1/a-0"]
-    pg = podgroup("b", NS).min(1).queue("default").obj
-    pg.setdefault("status", {})["phase"] = "Inqueue"
-    c.create(c.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups"), pg, namespace=NS)
-    p = pod("b-0", NS).req(cpu="1").group("b").obj
-    p["metadata"].pop("uid")
-    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "cb"}]
-    c.create(c.registry.get("", "v1", "pods"), p, namespace=NS)
+    _add_claim_job(c, "b", "cb")
     _, second = _session(c)
     assert second.bound == []  # gpu-0 belongs to ca now
 
@@ -230,7 +235,7 @@ def test_a_device_for_all_nodes_is_taken_once() -> None:
 
 class _Node:
     name = "n1"
-    labels = {"zone": "a"}
+    labels = {"zone": "a", "gpus": "8"}
 
 
 SELECTORS = [
@@ -246,6 +251,11 @@ SELECTORS = [
                                                             "values": ["n1"]}]}]}, True),
     ("empty-term-matches-nothing", {"nodeSelectorTerms": [{}]}, False),
     ("malformed-requirement", {"nodeSelectorTerms": [{"matchExpressions": ["zone"]}]}, False),
+    ("label-gt", {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]}]},
+     True),
+    ("gt-not-a-number", {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "gpus", "operator": "Gt", "values": ["many"]}]}]}, False),
+    ("term-not-a-map", {"nodeSelectorTerms": ["zone=a"]}, False),
 ]
 
 
@@ -284,44 +294,10 @@ def test_the_scheduler_cache_carries_claims_slices_and_classes() -> None:
         assert result.bound == ["c1/a-0"], result.bind_failures
         wait("the cache never saw the allocation", lambda: (cache.snapshot().extras["resourceclaims"]["c1/ca"]
                                                             .get("status") or {}).get("allocation"))
-        pg = podgroup("b", NS).min(1).queue("default").obj
-        pg.setdefault("status", {})["phase"] = "Inqueue"
-        c.create(c.registry.get("scheduling.volcano.sh", "v1beta1", "podgroups"), pg, namespace=NS)
-        p = pod("b-0", NS).req(cpu="1").group("b").obj
-        p["metadata"].pop("uid")
-        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "cb"}]
-        c.create(c.registry.get("", "v1", "pods"), p, namespace=NS)
+        _add_claim_job(c, "b", "cb")
         wait("the cache never saw pod b-0", lambda: cache.snapshot().jobs.get("c1/b") is not None
              and cache.snapshot().jobs["c1/b"].tasks)
         assert run_session(cache.snapshot(), conf, registry=reg).binds == []  # gpu-0 is ca's
     finally:
         cache.stop()
 
-
-def _sel(*terms: Any) -> dict[str, Any]:
-    return {"nodeSelectorTerms": list(terms)}
-
-
-_NODE_SELECTORS = [
-    ("none", None, True),
-    ("field-name-in", _sel({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}), True),
-    ("field-other-node", _sel({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}),
-     False),
-    ("label-in", _sel({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}), True),
-    ("label-gt", _sel({"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]}), True),
-    ("terms-ored", _sel({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
-                        {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}), True),
-    ("empty-term-matches-nothing", _sel({}), False),
-    ("term-not-a-map", _sel("zone=a"), False),
-    ("expression-not-a-map", _sel({"matchExpressions": ["zone"]}), False),
-    ("gt-not-a-number", _sel({"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["many"]}]}), False),
-]
-
-
-@pytest.mark.parametrize(("selector", "want"), [c[1:] for c in _NODE_SELECTORS], ids=[c[0] for c in _NODE_SELECTORS])
-def test_allocation_node_selector(selector: Any, want: bool) -> None:
-    """An allocation's nodeSelector matches as a pod's required node affinity does; malformed matches nothing."""
-    from lahar.scheduler.framework.snapshot import Node
-
-    n = Node({"metadata": {"name": "n1", "labels": {"zone": "a", "gpus": "8"}}}, 0)
-    assert _dra._node_selector_ok(selector, n) is want
