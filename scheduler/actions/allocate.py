@@ -151,10 +151,13 @@ class Allocate:
                 if job.need_continue_allocating():
                     continue
                 break
-            idle_ok = feasible & ssn.fit_idle.get(task.init_resreq.tobytes(), task.init_resreq)
-            candidates = np.flatnonzero(idle_ok)
-            if len(candidates) == 0:
+            if arrays.future_is_idle():  # feasible already holds "fits idle" (future idle = idle)
                 candidates = np.flatnonzero(feasible)
+            else:
+                idle_ok = feasible & ssn.fit_idle.get(task.init_resreq.tobytes(), task.init_resreq)
+                candidates = np.flatnonzero(idle_ok)
+                if len(candidates) == 0:
+                    candidates = np.flatnonzero(feasible)
             node = ssn.best_node(task, candidates)
             if (task.init_resreq <= arrays.idle[node] + EPSILON).all():
                 stmt.allocate(task, node)

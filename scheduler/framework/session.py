@@ -175,6 +175,7 @@ class Session:
             self._hooks[name] = [[p for opt, p in tier if _implements(p, proto) and opt.enabled(switch)]
                                  for tier in self.tiers]
         self._handlers = [p for tier in self.tiers for _, p in tier if _implements(p, hooks.EventHandler)]
+        self._predicates: list[Any] = list(self.hooked("predicate"))
         for tier in self.tiers:
             for _, plugin in tier:
                 if _implements(plugin, hooks.SessionOpen):
@@ -361,11 +362,18 @@ class Session:
     def predicate(self, task: Task) -> NodeFilter:
         """AND of every plugin's vectorised predicate; a node's reason is the first plugin's that rejected it."""
         n = len(self.arrays)
+        answers: list[tuple[Any, NodeFilter | None]] = [(p, None) for p in self._predicates]
+        if len(answers) == 1:  # the default conf: one predicate plugin; when it passes every node, its answer is ours
+            only = answers[0][0]
+            f = only.predicate(task, self.arrays)
+            if f.reasons is None and f.unresolvable is None and f.feasible.all():
+                return NodeFilter(np.array(f.feasible, dtype=bool), None, np.zeros(n, dtype=bool))
+            answers = [(only, f)]
         feasible = np.ones(n, dtype=bool)
         reasons: np.ndarray | None = None
         unresolvable = np.zeros(n, dtype=bool)
-        for p in self.hooked("predicate"):
-            f = p.predicate(task, self.arrays)
+        for p, got in answers:
+            f = got if got is not None else p.predicate(task, self.arrays)
             newly = feasible & ~f.feasible
             if newly.any():
                 if reasons is None:

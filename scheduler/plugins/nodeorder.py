@@ -178,8 +178,13 @@ class NodeOrder:
         assert self._alloc is not None and self._balloc is not None
         if rows is not None and len(rows) <= 8:  # after one placement: a row or two, cheaper in plain Python
             used = nodes.used
-            return np.array([self._score_row(self._balloc_rows[i], [float(used[i, c]) for c in self._bcols], req)
-                             for i in rows.tolist()], dtype=np.float64)
+            cols = self._bcols
+            r = req.tolist()
+            out = []
+            for i in rows.tolist():
+                row = used[i].tolist()
+                out.append(self._score_row(self._balloc_rows[i], [row[c] for c in cols], r))
+            return np.array(out, dtype=np.float64)
         if rows is None:
             alloc, balloc, used = self._alloc, self._balloc, nodes.used[:, self._bcols]
         else:
@@ -197,10 +202,10 @@ class NodeOrder:
             score += balanced_allocation(balloc[:, cols], used[:, cols] + req[cols]) * self.balanced_weight
         return score
 
-    def _score_row(self, alloc: list[float], used: list[float], req: np.ndarray) -> float:
-        """`_score` for one node with Python floats (the same formulas, operation for operation)."""
+    def _score_row(self, alloc: list[float], used: list[float], r: list[float]) -> float:
+        """`_score` for one node with Python floats (the same formulas, operation for operation); `r` is the
+        request over the balanced columns as floats."""
         score = 0.0
-        r = [float(x) for x in req]
         if self.least_weight or self.most_weight:
             req0 = used[0] + (r[0] if r[0] > 0 else DEFAULT_MILLI_CPU)
             req1 = used[1] + (r[1] if r[1] > 0 else DEFAULT_MEMORY)
