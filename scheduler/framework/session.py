@@ -20,7 +20,7 @@ import numpy as np
 from lahar.scheduler.framework import hooks
 from lahar.scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.hooks import MetricsSink, NodeFilter, Status, Vote
-from lahar.scheduler.framework.nodes import EPSILON, RowCache
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.framework.snapshot import (
     FitErrors,
@@ -101,6 +101,15 @@ class Decisions:
 T = TypeVar("T")
 
 
+def _fits_future_idle(arrays: NodeArrays, req: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Per node (or per row of `rows`): does `req` fit future idle? Idle alone when that is the same."""
+    if arrays.future_is_idle():
+        return (req <= (arrays.idle if rows is None else arrays.idle[rows]) + EPSILON).all(axis=1)
+    if rows is None:
+        return (req <= arrays.future_idle() + EPSILON).all(axis=1)  # type: ignore[no-any-return]
+    return (req <= arrays.idle[rows] + arrays.releasing[rows] - arrays.pipelined[rows] + EPSILON).all(axis=1)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -153,9 +162,7 @@ class Session:
         snapshot.closed_jobs = None  # until this session closes
         self.plugin_seconds: Counter[str] = Counter()
         arrays = self.arrays
-        self.fit_future_idle = RowCache(arrays, lambda req, rows: (
-            (req <= arrays.future_idle() + EPSILON).all(axis=1) if rows is None else
-            (req <= arrays.idle[rows] + arrays.releasing[rows] - arrays.pipelined[rows] + EPSILON).all(axis=1)))
+        self.fit_future_idle = RowCache(arrays, lambda req, rows: _fits_future_idle(arrays, req, rows))
         self.fit_idle = RowCache(arrays, lambda req, rows: (
             (req <= arrays.idle + EPSILON).all(axis=1) if rows is None else
             (req <= arrays.idle[rows] + EPSILON).all(axis=1)))
@@ -176,6 +183,7 @@ class Session:
                                  for tier in self.tiers]
         self._handlers = [p for tier in self.tiers for _, p in tier if _implements(p, hooks.EventHandler)]
         self._predicates: list[Any] = list(self.hooked("predicate"))
+        self._node_orders: list[Any] = list(self.hooked("node_order"))
         for tier in self.tiers:
             for _, plugin in tier:
                 if _implements(plugin, hooks.SessionOpen):
@@ -408,8 +416,11 @@ class Session:
 
     def node_scores(self, task: Task, candidates: np.ndarray) -> np.ndarray:
         """Summed scores of the node-order plugins over `candidates` (indices)."""
+        plugins = self._node_orders
+        if len(plugins) == 1:  # the default conf: nodeorder alone; a copy, as the sum would be a fresh array
+            return np.array(plugins[0].node_order(task, self.arrays, candidates), dtype=np.float64)
         total = np.zeros(len(candidates), dtype=np.float64)
-        for p in self.hooked("node_order"):
+        for p in plugins:
             total += p.node_order(task, self.arrays, candidates)
         return total
 

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lahar.scheduler.actions.allocate import Allocate
 from lahar.scheduler.framework import conf as confs
+from lahar.scheduler.framework import session as session_mod
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex
 from lahar.scheduler.framework.session import Session
@@ -152,3 +154,44 @@ def test_single_predicate_plugin_passing_everywhere_answers_a_fresh_mask() -> No
     assert f.unresolvable is not None and not f.unresolvable.any()
     f.feasible[0] = False  # a caller writing into the answer does not change the next one
     assert ssn.predicate(task).feasible.tolist() == [True, True]
+
+
+# --- fits future idle: idle alone when it is the same ------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["none", "pipelined", "releasing"])
+@pytest.mark.parametrize("rows", [None, [1], [0, 2]], ids=["all", "one-row", "two-rows"])
+def test_fits_future_idle_is_the_definition(kind: str, rows: list[int] | None) -> None:
+    a = _arrays()
+    big = np.array([3500.0, 2.0**30, 0.0])
+    a.add(1, big, "used")
+    if kind != "none":
+        a.add(1, big, kind)  # pipelined books future idle; releasing hands it back
+    req = np.array([1000.0, 2.0**30, 0.0])
+    r = None if rows is None else np.array(rows)
+    want = (req <= a.future_idle() + EPSILON).all(axis=1)
+    got = session_mod._fits_future_idle(a, req, r)
+    assert got.tolist() == (want if r is None else want[r]).tolist()
+
+
+# --- allocate's gang check keeps per-request slot counts, invalidated by placements ------------------------------
+
+def test_cannot_be_ready_sees_a_placement_made_after_its_first_answer() -> None:
+    registry = in_tree_registry()
+    c = confs.load(tiers_conf("allocate", ["gang"], ["predicates", "nodeorder"]), actions=registry.action_names,
+                   plugins=registry.plugin_names)
+    pods = [pod(f"a-{i}").req(cpu="1", memory="1Gi").group("a").build() for i in range(4)]
+    pods.append(pod("b-0").req(cpu="2", memory="1Gi").group("b").build())
+    snap = snapshots.build(pods=pods, nodes=[node("n0").alloc(cpu="4", memory="8Gi").build()],
+                           podgroups=[podgroup("a").min(4).queue("default").build(),
+                                      podgroup("b").min(1).queue("default").build()],
+                           queues=[queue("default").build()])
+    ssn = Session(snap, c, registry, uid="s")
+    job_a, job_b = ssn.jobs["c1/a"], ssn.jobs["c1/b"]
+    tasks_a = list(job_a.tasks.values())
+    assert not Allocate._cannot_be_ready(ssn, job_a, tasks_a)  # 4 slots of 1 cpu for 4 tasks
+    stmt = ssn.statement()
+    stmt.allocate(next(iter(job_b.tasks.values())), 0)  # 2 of the 4 cpus go
+    assert Allocate._cannot_be_ready(ssn, job_a, tasks_a)
+    stmt.discard()
+    job_a.fit_errors.clear()
+    assert not Allocate._cannot_be_ready(ssn, job_a, tasks_a)
