@@ -249,20 +249,23 @@ class RowCache:
 
     def get(self, key: Hashable, arg: object) -> np.ndarray:
         arrays = self.arrays
-        version = arrays.version
-        entry = self.entries.get(key)
-        if entry is None:
-            values = self.compute(arg, None)
-        else:
+        version = len(arrays.changes)
+        entries = self.entries
+        entry = entries.get(key)
+        if entry is not None:
             seen, values = entry
-            self.entries.move_to_end(key)
-            if seen != version:
-                if version - seen > len(arrays) // 8 + 1:
-                    values = self.compute(arg, None)
-                else:
-                    rows = arrays.dirty_since(seen)
-                    values[rows] = self.compute(arg, rows)
-        self.entries[key] = (version, values)
-        if len(self.entries) > self.size:
-            self.entries.popitem(last=False)
+            entries.move_to_end(key)
+            if seen == version:  # nothing changed since: most asks of a task's second predicate or score
+                return values
+            if version - seen > len(arrays) // 8 + 1:
+                values = self.compute(arg, None)
+            else:
+                rows = arrays.dirty_since(seen)
+                values[rows] = self.compute(arg, rows)
+            entries[key] = (version, values)
+            return values
+        values = self.compute(arg, None)
+        entries[key] = (version, values)
+        if len(entries) > self.size:
+            entries.popitem(last=False)
         return values

@@ -13,10 +13,11 @@ from lahar.scheduler.actions.allocate import Allocate
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import session as session_mod
 from lahar.scheduler.framework import snapshot as snapshots
-from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.plugins import proportion
 from lahar.scheduler.plugins._podview import PodProfile
+from lahar.scheduler.plugins.gang import Progress
 from lahar.scheduler.registry import in_tree_registry
 from tests.builders import node, pod, podgroup, queue, tiers_conf
 
@@ -195,3 +196,55 @@ def test_cannot_be_ready_sees_a_placement_made_after_its_first_answer() -> None:
     stmt.discard()
     job_a.fit_errors.clear()
     assert not Allocate._cannot_be_ready(ssn, job_a, tasks_a)
+
+
+# --- gang's job order keeps each job's progress until the job changes --------------------------------------------
+
+def test_gang_progress_is_recomputed_when_the_job_changes_in_the_session() -> None:
+    registry = in_tree_registry()
+    c = confs.load(tiers_conf("allocate", ["gang"], ["predicates", "nodeorder"]), actions=registry.action_names,
+                   plugins=registry.plugin_names)
+    pods = [pod(f"a-{i}").req(cpu="1", memory="1Gi").group("a").build() for i in range(2)]
+    pods.append(pod("b-0").req(cpu="1", memory="1Gi").group("b").build())
+    snap = snapshots.build(pods=pods, nodes=[node("n0").alloc(cpu="4", memory="8Gi").build()],
+                           podgroups=[podgroup("a").min(2).queue("default").build(),
+                                      podgroup("b").min(2).queue("default").build()],
+                           queues=[queue("default").build()])
+    ssn = Session(snap, c, registry, uid="s")
+    g = ssn.plugins["gang"]
+    a, b = ssn.jobs["c1/a"], ssn.jobs["c1/b"]
+    assert g.progress(a) is Progress.WAITING and g.job_order(a, b) == 0
+    stmt = ssn.statement()
+    for t in list(a.tasks.values()):
+        stmt.allocate(t, 0)
+    assert g.progress(a) is Progress.READY  # ready jobs go last
+    assert g.job_order(a, b) == 1 and g.job_order(b, a) == -1
+    stmt.discard()
+    assert g.progress(a) is Progress.WAITING and g.job_order(a, b) == 0
+
+
+# --- RowCache: answers follow the node rows the session changed ---------------------------------------------------
+
+@pytest.mark.parametrize(("changed", "want_rows"), [
+    ([], "none"),
+    ([2], [2]),
+    ([3, 1, 3], [1, 3]),
+    ([0, 1, 2, 3, 4, 5, 6, 7, 0, 1], "all"),  # more changes than an eighth of the nodes: all again
+], ids=["unchanged", "one-node", "two-nodes", "many"])
+def test_row_cache_recomputes_only_the_changed_nodes(changed: list[int], want_rows: Any) -> None:
+    a = _arrays(64)
+    asked: list[Any] = []
+
+    def compute(req: Any, rows: np.ndarray | None) -> np.ndarray:
+        asked.append("all" if rows is None else rows.tolist())
+        return (req <= (a.idle if rows is None else a.idle[rows]) + EPSILON).all(axis=1)
+
+    cache = RowCache(a, compute)
+    req = np.array([3000.0, 2.0**30, 0.0])
+    assert cache.get("k", req).all()
+    asked.clear()
+    for i in changed:
+        a.add(i, np.array([2000.0, 0.0, 0.0]), "used")
+    got = cache.get("k", req)
+    assert asked == ([] if want_rows == "none" else [want_rows])
+    assert got.tolist() == (req <= a.idle + EPSILON).all(axis=1).tolist()
