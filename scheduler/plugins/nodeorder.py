@@ -139,6 +139,7 @@ class NodeOrder:
         self.image_weight = _weight(args, "imagelocality.weight")
         self.spread_weight = _weight(args, "podtopologyspread.weight")
         self._cache: RowCache | None = None
+        self._reqs: dict[bytes, np.ndarray] = {}  # a task's request → its balanced columns (cpu, memory[, gpu])
         self._alloc: np.ndarray | None = None
         self._balloc: np.ndarray | None = None
         self._balloc_rows: list[list[float]] = []
@@ -158,6 +159,7 @@ class NodeOrder:
         self._balloc = np.ascontiguousarray(nodes.allocatable[:, self._bcols])
         self._balloc_rows = self._balloc.tolist()
         self._cache = RowCache(nodes, lambda req, rows: self._score(nodes, req, rows))
+        self._reqs = {}
         self.view = view_of(ssn, self)
         self._static.clear()
         self._taints.clear()
@@ -309,8 +311,11 @@ class NodeOrder:
             req = task.resreq[self._bcols]
             score = self._score(nodes, req, None)[candidates]
         else:
-            req = task.resreq[self._bcols]
-            score = self._cache.get(req.tobytes(), req)[candidates]
+            key = task.resreq.tobytes()  # the whole request as the key: its balanced columns taken once per request
+            req = self._reqs.get(key)
+            if req is None:
+                req = self._reqs[key] = task.resreq[self._bcols]
+            score = self._cache.get(key, req)[candidates]
         view = self.view
         if view is None:
             return score

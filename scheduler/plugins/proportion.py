@@ -220,5 +220,8 @@ class Proportion:
             return
         attr = self.attrs.get(job.queue)
         if attr is not None:
-            attr.allocated += sign * task.resreq
+            if sign > 0:  # the same sums as `+= sign * resreq`, without the product array
+                attr.allocated += task.resreq
+            else:
+                attr.allocated -= task.resreq
             attr.update_share()
