@@ -184,6 +184,8 @@ class Session:
         self._handlers = [p for tier in self.tiers for _, p in tier if _implements(p, hooks.EventHandler)]
         self._predicates: list[Any] = list(self.hooked("predicate"))
         self._node_orders: list[Any] = list(self.hooked("node_order"))
+        self._job_readies: list[Any] = list(self.hooked("job_ready"))  # asked after every task allocate places
+        self._allocatables: list[Any] = list(self.hooked("allocatable"))
         for tier in self.tiers:
             for _, plugin in tier:
                 if _implements(plugin, hooks.SessionOpen):
@@ -257,7 +259,7 @@ class Session:
 
     def job_ready(self, job: Job) -> bool:
         """AND over plugins."""
-        return all(p.job_ready(job) for p in self.hooked("job_ready"))
+        return all(p.job_ready(job) for p in self._job_readies)
 
     def _vote(self, hook: str, job: Job) -> bool:
         """Any REJECT → False; a tier with a PERMIT → True; otherwise next tier; default True."""
@@ -351,7 +353,7 @@ class Session:
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
         """AND over plugins."""
-        return all(p.allocatable(queue, task) for p in self.hooked("allocatable"))
+        return all(p.allocatable(queue, task) for p in self._allocatables)
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         """AND over plugins."""
