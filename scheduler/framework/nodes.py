@@ -110,7 +110,7 @@ class NodeArrays:
     task counts vs max pods (N). `future_idle = idle + releasing - pipelined` (Volcano NodeInfo.FutureIdle)."""
 
     __slots__ = ("names", "index", "allocatable", "idle", "used", "releasing", "pipelined", "pods", "max_pods",
-                 "resources", "changes", "futures", "_no_futures")
+                 "resources", "changes", "futures", "_no_futures", "_dirty")
 
     def __init__(self, resources: ResourceIndex, names: Sequence[str], allocatable: np.ndarray,
                  max_pods: np.ndarray) -> None:
@@ -129,6 +129,7 @@ class NodeArrays:
         self.changes: list[int] = []  # row of every change, in order; len() is the version (see RowCache)
         self.futures = 0  # tasks booked as pipelined or releasing now
         self._no_futures: bool | None = True  # releasing and pipelined all exactly 0 (None: not known)
+        self._dirty: tuple[int, int, np.ndarray] | None = None  # the last dirty_since answer: (since, version, rows)
 
     @property
     def version(self) -> int:
@@ -136,14 +137,23 @@ class NodeArrays:
 
     def reset_version(self) -> None:
         self.changes = []
+        self._dirty = None
 
     def dirty_since(self, version: int) -> np.ndarray:
         """Rows changed after `version`, sorted, each once. Mostly one or a few rows (a placement since the last
         ask): sorted in Python then, as np.unique costs several times more on a handful of elements."""
+        now = len(self.changes)
+        last = self._dirty
+        if last is not None and last[0] == version and last[1] == now:  # the session's caches ask in turn
+            return last[2]
         tail = self.changes[version:]
         if len(tail) <= 64:
-            return np.array(sorted(set(tail)), dtype=np.int64)
-        return np.unique(np.fromiter(tail, dtype=np.int64, count=len(tail)))
+            rows = np.array(sorted(set(tail)), dtype=np.int64)
+        else:
+            rows = np.unique(np.fromiter(tail, dtype=np.int64, count=len(tail)))
+        rows.flags.writeable = False  # shared by every cache asking the same question
+        self._dirty = (version, now, rows)
+        return rows
 
     def __len__(self) -> int:
         return len(self.names)
@@ -228,6 +238,7 @@ class NodeArrays:
         other.changes = list(self.changes)
         other.futures = self.futures
         other._no_futures = self._no_futures
+        other._dirty = None
         return other
 
 

@@ -46,6 +46,17 @@ def test_dirty_since_lists_each_changed_row_once_in_order(changes: list[int], si
     assert got.tolist() == want
 
 
+def test_dirty_since_is_shared_until_a_node_changes() -> None:
+    a = _arrays(8)
+    a.add(3, np.array([1.0, 0.0, 0.0]), "used")
+    first = a.dirty_since(0)
+    assert a.dirty_since(0) is first and not first.flags.writeable  # the caches of a session ask in turn
+    a.add(5, np.array([1.0, 0.0, 0.0]), "used")
+    assert a.dirty_since(0).tolist() == [3, 5]
+    a.reset_version()
+    assert a.dirty_since(0).tolist() == []
+
+
 # --- NodeArrays.future_is_idle: the shortcut allocate takes when nothing is pipelined or releasing --------------
 
 REQ = np.array([1000.0, 2.0**30, 0.0])
