@@ -127,6 +127,7 @@ class Allocate:
         gang is ready or a task that fits nowhere ends it; the statement holds what was placed."""
         stmt = ssn.statement()
         arrays = ssn.arrays
+        scored_among_candidates = not ssn.has_hook("best_node")  # else a plugin may pick a node of its own
         while tasks:
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
@@ -147,7 +148,8 @@ class Allocate:
                 if job.need_continue_allocating():
                     continue
                 break
-            if arrays.future_is_idle():  # feasible already holds "fits idle" (future idle = idle)
+            idle_is_future = arrays.future_is_idle()
+            if idle_is_future:  # feasible already holds "fits idle" (future idle = idle)
                 candidates = np.flatnonzero(feasible)
             else:
                 idle_ok = feasible & ssn.fit_idle.get(task.init_resreq.tobytes(), task.init_resreq)
@@ -155,8 +157,8 @@ class Allocate:
                 if len(candidates) == 0:
                     candidates = np.flatnonzero(feasible)
             node = ssn.best_node(task, candidates)
-            if (task.init_resreq <= arrays.idle[node] + EPSILON).all():
-                stmt.allocate(task, node)
+            if (idle_is_future and scored_among_candidates) or (task.init_resreq <= arrays.idle[node] + EPSILON).all():
+                stmt.allocate(task, node)  # (a candidate fits idle: the first test is the second's known answer)
             elif (task.init_resreq <= arrays.future_idle_row(node) + EPSILON).all():
                 stmt.pipeline(task, node)
             if tasks and ssn.job_ready(job):

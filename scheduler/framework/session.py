@@ -186,6 +186,7 @@ class Session:
         self._node_orders: list[Any] = list(self.hooked("node_order"))
         self._job_readies: list[Any] = list(self.hooked("job_ready"))  # asked after every task allocate places
         self._allocatables: list[Any] = list(self.hooked("allocatable"))
+        self._best_nodes: list[Any] = list(self.hooked("best_node"))
         for tier in self.tiers:
             for _, plugin in tier:
                 if _implements(plugin, hooks.SessionOpen):
@@ -431,7 +432,7 @@ class Session:
         if len(candidates) == 1:
             return int(candidates[0])
         scores = self.node_scores(task, candidates)
-        for p in self.hooked("best_node"):
+        for p in self._best_nodes:
             choice = p.best_node(task, candidates, scores)
             if choice is not None:
                 return int(choice)
