@@ -198,6 +198,8 @@ class Session:
         self._job_readies: list[Any] = list(self.hooked("job_ready"))  # asked after every task allocate places
         self._allocatables: list[Any] = list(self.hooked("allocatable"))
         self._best_nodes: list[Any] = list(self.hooked("best_node"))
+        self._resolvable = np.zeros(len(self.arrays), dtype=bool)  # "no failure unresolvable", shared: read-only
+        self._resolvable.flags.writeable = False
         for tier in self.tiers:
             for _, plugin in tier:
                 if _implements(plugin, hooks.SessionOpen):
@@ -388,8 +390,10 @@ class Session:
         if len(answers) == 1:  # the default conf: one predicate plugin; when it passes every node, its answer is ours
             only = answers[0][0]
             f = only.predicate(task, self.arrays)
+            if f.all_feasible:  # the plugin's promise: all True, a fresh array
+                return NodeFilter(f.feasible, None, self._resolvable, True)
             if f.reasons is None and f.unresolvable is None and f.feasible.all():
-                return NodeFilter(np.array(f.feasible, dtype=bool), None, np.zeros(n, dtype=bool))
+                return NodeFilter(np.array(f.feasible, dtype=bool), None, self._resolvable, True)
             answers = [(only, f)]
         feasible = np.ones(n, dtype=bool)
         reasons: np.ndarray | None = None

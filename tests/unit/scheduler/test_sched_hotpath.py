@@ -153,7 +153,7 @@ def test_single_predicate_plugin_answer_keeps_reasons_and_unresolvable() -> None
     ssn = _session([_node("n0", "a"), _node("n1", "b")])
     task = next(iter(ssn.snapshot.tasks.values()))
     f = ssn.predicate(task)
-    assert f.feasible.tolist() == [True, False]
+    assert f.feasible.tolist() == [True, False] and not f.all_feasible
     assert f.reasons is not None and f.reasons[0] is None and "affinity" in str(f.reasons[1]).lower()
     assert f.unresolvable is not None and f.unresolvable.tolist() == [False, True]
 
@@ -162,8 +162,9 @@ def test_single_predicate_plugin_passing_everywhere_answers_a_fresh_mask() -> No
     ssn = _session([_node("n0", "a"), _node("n1", "a")])
     task = next(iter(ssn.snapshot.tasks.values()))
     f = ssn.predicate(task)
-    assert f.feasible.tolist() == [True, True] and f.reasons is None
+    assert f.feasible.tolist() == [True, True] and f.reasons is None and f.all_feasible
     assert f.unresolvable is not None and not f.unresolvable.any()
+    assert not f.unresolvable.flags.writeable  # one shared "nothing unresolvable": read-only
     f.feasible[0] = False  # a caller writing into the answer does not change the next one
     assert ssn.predicate(task).feasible.tolist() == [True, True]
 
