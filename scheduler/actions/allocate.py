@@ -12,7 +12,7 @@ import numpy as np
 
 from lahar.scheduler.actions import _network, _subgroups
 from lahar.scheduler.actions._util import PriorityQueue
-from lahar.scheduler.framework.nodes import EPSILON
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import FitErrors, Job, Queue, Task, TaskStatus
 from lahar.scheduler.framework.statement import Statement
@@ -100,14 +100,10 @@ class Allocate:
         groups: dict[bytes, list[Task]] = {}
         for t in tasks:
             groups.setdefault(t.init_resreq.tobytes(), []).append(t)
-        free = arrays.future_idle() + EPSILON
-        room = np.maximum(arrays.max_pods - arrays.pods, 0).astype(np.float64)
+        slots = ssn.state(_SLOTS, lambda: RowCache(arrays, lambda req, rows: _slots(arrays, req, rows)))
         possible = 0
-        for members in groups.values():
-            req = members[0].init_resreq
-            dims = req > EPSILON
-            slots = np.floor(free[:, dims] / req[dims]).min(axis=1) if dims.any() else room
-            possible += min(len(members), int(np.minimum(np.maximum(slots, 0), room).sum()))
+        for key, members in groups.items():
+            possible += min(len(members), int(slots.get(key, members[0].init_resreq).sum()))
             if possible >= need:
                 return False
         if not job.fit_errors:
@@ -131,6 +127,7 @@ class Allocate:
         gang is ready or a task that fits nowhere ends it; the statement holds what was placed."""
         stmt = ssn.statement()
         arrays = ssn.arrays
+        scored_among_candidates = not ssn.has_hook("best_node")  # else a plugin may pick a node of its own
         while tasks:
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
@@ -151,18 +148,39 @@ class Allocate:
                 if job.need_continue_allocating():
                     continue
                 break
-            idle_ok = feasible & ssn.fit_idle.get(task.init_resreq.tobytes(), task.init_resreq)
-            candidates = np.flatnonzero(idle_ok)
-            if len(candidates) == 0:
+            idle_is_future = arrays.future_is_idle()
+            if idle_is_future:  # feasible already holds "fits idle" (future idle = idle)
                 candidates = np.flatnonzero(feasible)
+            else:
+                idle_ok = feasible & ssn.fit_idle.get(task.init_resreq.tobytes(), task.init_resreq)
+                candidates = np.flatnonzero(idle_ok)
+                if len(candidates) == 0:
+                    candidates = np.flatnonzero(feasible)
             node = ssn.best_node(task, candidates)
-            if (task.init_resreq <= arrays.idle[node] + EPSILON).all():
-                stmt.allocate(task, node)
+            if (idle_is_future and scored_among_candidates) or (task.init_resreq <= arrays.idle[node] + EPSILON).all():
+                stmt.allocate(task, node)  # (a candidate fits idle: the first test is the second's known answer)
             elif (task.init_resreq <= arrays.future_idle_row(node) + EPSILON).all():
                 stmt.pipeline(task, node)
             if tasks and ssn.job_ready(job):
                 break
         return stmt
+
+
+_SLOTS = "allocate:slots"  # Session.state key: per request, the tasks of it each node could still take
+
+
+def _slots(arrays: NodeArrays, req: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Per node (or per row of `rows`), how many tasks requesting `req` fit its free (or being freed) resources and
+    its free pod slots. Kept by a RowCache across the jobs of a session: a placement changes one row."""
+    if rows is None:
+        free, pods, max_pods = arrays.future_idle(), arrays.pods, arrays.max_pods
+    else:
+        free = arrays.idle[rows] + arrays.releasing[rows] - arrays.pipelined[rows]
+        pods, max_pods = arrays.pods[rows], arrays.max_pods[rows]
+    room = np.maximum(max_pods - pods, 0).astype(np.float64)
+    dims = req > EPSILON
+    slots = np.floor((free + EPSILON)[:, dims] / req[dims]).min(axis=1) if dims.any() else room
+    return np.minimum(np.maximum(slots, 0), room)  # type: ignore[no-any-return]
 
 
 def _exhausted(ssn: Session, task: Task, fallback: str) -> FitErrors:

@@ -96,6 +96,8 @@ class NodeFilter:
     feasible: np.ndarray  # bool, shape (N,)
     reasons: np.ndarray | None = None  # object, shape (N,): reason text where infeasible, else None
     unresolvable: np.ndarray | None = None  # bool, shape (N,): failure is UNSCHEDULABLE_AND_UNRESOLVABLE
+    # True: every node passed and `feasible` is a fresh array (the session's fast path takes it as it is)
+    all_feasible: bool = False
 
 
 @runtime_checkable

@@ -110,7 +110,7 @@ class NodeArrays:
     task counts vs max pods (N). `future_idle = idle + releasing - pipelined` (Volcano NodeInfo.FutureIdle)."""
 
     __slots__ = ("names", "index", "allocatable", "idle", "used", "releasing", "pipelined", "pods", "max_pods",
-                 "resources", "changes")
+                 "resources", "changes", "futures", "_no_futures", "_dirty")
 
     def __init__(self, resources: ResourceIndex, names: Sequence[str], allocatable: np.ndarray,
                  max_pods: np.ndarray) -> None:
@@ -127,6 +127,9 @@ class NodeArrays:
         self.pods = np.zeros(n, dtype=np.int64)
         self.max_pods = np.asarray(max_pods, dtype=np.int64).reshape(n)
         self.changes: list[int] = []  # row of every change, in order; len() is the version (see RowCache)
+        self.futures = 0  # tasks booked as pipelined or releasing now
+        self._no_futures: bool | None = True  # releasing and pipelined all exactly 0 (None: not known)
+        self._dirty: tuple[int, int, np.ndarray] | None = None  # the last dirty_since answer: (since, version, rows)
 
     @property
     def version(self) -> int:
@@ -134,16 +137,39 @@ class NodeArrays:
 
     def reset_version(self) -> None:
         self.changes = []
+        self._dirty = None
 
     def dirty_since(self, version: int) -> np.ndarray:
-        """Rows changed after `version`."""
-        return np.unique(np.fromiter(self.changes[version:], dtype=np.int64))
+        """Rows changed after `version`, sorted, each once. Mostly one or a few rows (a placement since the last
+        ask): sorted in Python then, as np.unique costs several times more on a handful of elements."""
+        now = len(self.changes)
+        last = self._dirty
+        if last is not None and last[0] == version and last[1] == now:  # the session's caches ask in turn
+            return last[2]
+        tail = self.changes[version:]
+        if len(tail) <= 64:
+            rows = np.array(sorted(set(tail)), dtype=np.int64)
+        else:
+            rows = np.unique(np.fromiter(tail, dtype=np.int64, count=len(tail)))
+        rows.flags.writeable = False  # shared by every cache asking the same question
+        self._dirty = (version, now, rows)
+        return rows
 
     def __len__(self) -> int:
         return len(self.names)
 
     def future_idle(self) -> np.ndarray:
         return self.idle + self.releasing - self.pipelined
+
+    def future_is_idle(self) -> bool:
+        """Whether future idle equals idle on every node, bit for bit: nothing is pipelined or releasing, and the
+        arrays hold exact zeros there (not what is left of adding and taking back). A fresh cluster's case, where
+        allocate need not ask both."""
+        if self.futures:
+            return False
+        if self._no_futures is None:
+            self._no_futures = not (self.releasing.any() or self.pipelined.any())
+        return self._no_futures
 
     def future_idle_row(self, i: int) -> np.ndarray:
         return self.idle[i] + self.releasing[i] - self.pipelined[i]
@@ -173,22 +199,30 @@ class NodeArrays:
         """Volcano NodeInfo.AddTask: `pipelined` books future idle, `releasing` counts as used and releasing."""
         if status_kind == "pipelined":
             self.pipelined[i] += request
+            self.futures += 1
+            self._no_futures = None
         else:
             self.idle[i] -= request
             self.used[i] += request
             if status_kind == "releasing":
                 self.releasing[i] += request
+                self.futures += 1
+                self._no_futures = None
         self.pods[i] += 1
         self.changes.append(i)
 
     def remove(self, i: int, request: np.ndarray, status_kind: str) -> None:
         if status_kind == "pipelined":
             self.pipelined[i] -= request
+            self.futures -= 1
+            self._no_futures = None
         else:
             self.idle[i] += request
             self.used[i] -= request
             if status_kind == "releasing":
                 self.releasing[i] -= request
+                self.futures -= 1
+                self._no_futures = None
         self.pods[i] -= 1
         self.changes.append(i)
 
@@ -202,6 +236,9 @@ class NodeArrays:
             setattr(other, attr, getattr(self, attr).copy())
         other.max_pods = self.max_pods
         other.changes = list(self.changes)
+        other.futures = self.futures
+        other._no_futures = self._no_futures
+        other._dirty = None
         return other
 
 
@@ -223,20 +260,23 @@ class RowCache:
 
     def get(self, key: Hashable, arg: object) -> np.ndarray:
         arrays = self.arrays
-        version = arrays.version
-        entry = self.entries.get(key)
-        if entry is None:
-            values = self.compute(arg, None)
-        else:
+        version = len(arrays.changes)
+        entries = self.entries
+        entry = entries.get(key)
+        if entry is not None:
             seen, values = entry
-            self.entries.move_to_end(key)
-            if seen != version:
-                if version - seen > len(arrays) // 8 + 1:
-                    values = self.compute(arg, None)
-                else:
-                    rows = arrays.dirty_since(seen)
-                    values[rows] = self.compute(arg, rows)
-        self.entries[key] = (version, values)
-        if len(self.entries) > self.size:
-            self.entries.popitem(last=False)
+            entries.move_to_end(key)
+            if seen == version:  # nothing changed since: most asks of a task's second predicate or score
+                return values
+            if version - seen > len(arrays) // 8 + 1:
+                values = self.compute(arg, None)
+            else:
+                rows = arrays.dirty_since(seen)
+                values[rows] = self.compute(arg, rows)
+            entries[key] = (version, values)
+            return values
+        values = self.compute(arg, None)
+        entries[key] = (version, values)
+        if len(entries) > self.size:
+            entries.popitem(last=False)
         return values

@@ -20,7 +20,7 @@ import numpy as np
 from lahar.scheduler.framework import hooks
 from lahar.scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.hooks import MetricsSink, NodeFilter, Status, Vote
-from lahar.scheduler.framework.nodes import EPSILON, RowCache
+from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.framework.snapshot import (
     FitErrors,
@@ -104,6 +104,26 @@ class Decisions:
 T = TypeVar("T")
 
 
+def _fits_future_idle(arrays: NodeArrays, req: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Per node (or per row of `rows`): does `req` fit future idle? Idle alone when that is the same. A row or two
+    (what one placement changes) in Python floats: the same IEEE sums and comparisons, without numpy's per-call cost."""
+    if rows is not None and len(rows) <= 2:
+        r = req.tolist()
+        out = []
+        for i in rows.tolist():
+            idle = arrays.idle[i].tolist()
+            if not arrays.future_is_idle():
+                rel, pip = arrays.releasing[i].tolist(), arrays.pipelined[i].tolist()
+                idle = [(x + y) - z for x, y, z in zip(idle, rel, pip, strict=True)]
+            out.append(all(q <= x + EPSILON for q, x in zip(r, idle, strict=True)))
+        return np.array(out, dtype=bool)
+    if arrays.future_is_idle():
+        return (req <= (arrays.idle if rows is None else arrays.idle[rows]) + EPSILON).all(axis=1)
+    if rows is None:
+        return (req <= arrays.future_idle() + EPSILON).all(axis=1)  # type: ignore[no-any-return]
+    return (req <= arrays.idle[rows] + arrays.releasing[rows] - arrays.pipelined[rows] + EPSILON).all(axis=1)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -156,9 +176,7 @@ class Session:
         snapshot.closed_jobs = None  # until this session closes
         self.plugin_seconds: Counter[str] = Counter()
         arrays = self.arrays
-        self.fit_future_idle = RowCache(arrays, lambda req, rows: (
-            (req <= arrays.future_idle() + EPSILON).all(axis=1) if rows is None else
-            (req <= arrays.idle[rows] + arrays.releasing[rows] - arrays.pipelined[rows] + EPSILON).all(axis=1)))
+        self.fit_future_idle = RowCache(arrays, lambda req, rows: _fits_future_idle(arrays, req, rows))
         self.fit_idle = RowCache(arrays, lambda req, rows: (
             (req <= arrays.idle + EPSILON).all(axis=1) if rows is None else
             (req <= arrays.idle[rows] + EPSILON).all(axis=1)))
@@ -178,6 +196,13 @@ class Session:
             self._hooks[name] = [[p for opt, p in tier if _implements(p, proto) and opt.enabled(switch)]
                                  for tier in self.tiers]
         self._handlers = [p for tier in self.tiers for _, p in tier if _implements(p, hooks.EventHandler)]
+        self._predicates: list[Any] = list(self.hooked("predicate"))
+        self._node_orders: list[Any] = list(self.hooked("node_order"))
+        self._job_readies: list[Any] = list(self.hooked("job_ready"))  # asked after every task allocate places
+        self._allocatables: list[Any] = list(self.hooked("allocatable"))
+        self._best_nodes: list[Any] = list(self.hooked("best_node"))
+        self._resolvable = np.zeros(len(self.arrays), dtype=bool)  # "no failure unresolvable", shared: read-only
+        self._resolvable.flags.writeable = False
         for tier in self.tiers:
             for _, plugin in tier:
                 if _implements(plugin, hooks.SessionOpen):
@@ -251,7 +276,7 @@ class Session:
 
     def job_ready(self, job: Job) -> bool:
         """AND over plugins."""
-        return all(p.job_ready(job) for p in self.hooked("job_ready"))
+        return all(p.job_ready(job) for p in self._job_readies)
 
     def _vote(self, hook: str, job: Job) -> bool:
         """Any REJECT → False; a tier with a PERMIT → True; otherwise next tier; default True."""
@@ -345,7 +370,7 @@ class Session:
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
         """AND over plugins."""
-        return all(p.allocatable(queue, task) for p in self.hooked("allocatable"))
+        return all(p.allocatable(queue, task) for p in self._allocatables)
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         """AND over plugins."""
@@ -364,11 +389,20 @@ class Session:
     def predicate(self, task: Task) -> NodeFilter:
         """AND of every plugin's vectorised predicate; a node's reason is the first plugin's that rejected it."""
         n = len(self.arrays)
+        answers: list[tuple[Any, NodeFilter | None]] = [(p, None) for p in self._predicates]
+        if len(answers) == 1:  # the default conf: one predicate plugin; when it passes every node, its answer is ours
+            only = answers[0][0]
+            f = only.predicate(task, self.arrays)
+            if f.all_feasible:  # the plugin's promise: all True, a fresh array
+                return NodeFilter(f.feasible, None, self._resolvable, True)
+            if f.reasons is None and f.unresolvable is None and f.feasible.all():
+                return NodeFilter(np.array(f.feasible, dtype=bool), None, self._resolvable, True)
+            answers = [(only, f)]
         feasible = np.ones(n, dtype=bool)
         reasons: np.ndarray | None = None
         unresolvable = np.zeros(n, dtype=bool)
-        for p in self.hooked("predicate"):
-            f = p.predicate(task, self.arrays)
+        for p, got in answers:
+            f = got if got is not None else p.predicate(task, self.arrays)
             newly = feasible & ~f.feasible
             if newly.any():
                 if reasons is None:
@@ -403,8 +437,11 @@ class Session:
 
     def node_scores(self, task: Task, candidates: np.ndarray) -> np.ndarray:
         """Summed scores of the node-order plugins over `candidates` (indices)."""
+        plugins = self._node_orders
+        if len(plugins) == 1:  # the default conf: nodeorder alone; a copy, as the sum would be a fresh array
+            return np.array(plugins[0].node_order(task, self.arrays, candidates), dtype=np.float64)
         total = np.zeros(len(candidates), dtype=np.float64)
-        for p in self.hooked("node_order"):
+        for p in plugins:
             total += p.node_order(task, self.arrays, candidates)
         return total
 
@@ -413,7 +450,7 @@ class Session:
         if len(candidates) == 1:
             return int(candidates[0])
         scores = self.node_scores(task, candidates)
-        for p in self.hooked("best_node"):
+        for p in self._best_nodes:
             choice = p.best_node(task, candidates, scores)
             if choice is not None:
                 return int(choice)

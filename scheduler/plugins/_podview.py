@@ -187,17 +187,34 @@ class PodProfile:
     def static_key(self) -> str:
         """Node selector, required node affinity and tolerations: what the static filters depend on."""
         if self._static_key is None:
-            self._static_key = json.dumps([self.node_selector, self.required_terms, self.tolerations],
-                                          sort_keys=True, separators=(",", ":"))
+            if not self.node_selector and self.required_terms is None and not self.tolerations:
+                self._static_key = _NO_STATIC_RULES  # most pods: the same text json.dumps gives, without it
+            else:
+                self._static_key = json.dumps([self.node_selector, self.required_terms, self.tolerations],
+                                              sort_keys=True, separators=(",", ":"))
         return self._static_key
 
     @property
     def score_key(self) -> str:
         """Preferred node affinity, tolerations and images: what the per-node static scores depend on."""
         if self._score_key is None:
-            self._score_key = json.dumps([self.preferred_terms, self.tolerations, self.images], sort_keys=True,
-                                         separators=(",", ":"))
+            if not self.preferred_terms and not self.tolerations:  # most pods: keyed by their images alone
+                key = _IMAGES_ONLY.get(self.images)
+                if key is None:
+                    key = _IMAGES_ONLY[self.images] = json.dumps([[], [], self.images], separators=(",", ":"))
+                    if len(_IMAGES_ONLY) > 4096:
+                        _IMAGES_ONLY.clear()
+                self._score_key = key
+            else:
+                self._score_key = json.dumps([self.preferred_terms, self.tolerations, self.images], sort_keys=True,
+                                             separators=(",", ":"))
         return self._score_key
+
+
+# `static_key` of a pod without node selector, required node affinity or tolerations, and the `score_key`s of pods
+# without preferred node affinity or tolerations by their images: the texts json.dumps gives, computed once
+_NO_STATIC_RULES = json.dumps([{}, None, []], sort_keys=True, separators=(",", ":"))
+_IMAGES_ONLY: dict[tuple[str, ...], str] = {}
 
 
 def profile_of(task: Task) -> PodProfile:

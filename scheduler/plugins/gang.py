@@ -26,9 +26,21 @@ class Gang:
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
         self.arguments = dict(arguments or {})
         self.ssn: Session | None = None
+        # job uid → (the job, its version, its progress): job order compares jobs many times between two changes
+        self._progress: dict[str, tuple[Job, int, Progress]] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        self._progress = {}
+
+    def progress(self, job: Job) -> Progress:
+        """`progress_of(job)`, recomputed only when the job's tasks changed (`Job.version`) since last asked."""
+        hit = self._progress.get(job.uid)
+        if hit is not None and hit[0] is job and hit[1] == job.version:
+            return hit[2]
+        p = progress_of(job)
+        self._progress[job.uid] = (job, job.version, p)
+        return p
 
     def job_valid(self, job: Job) -> Status | None:
         if not job.check_task_valid():
@@ -64,7 +76,7 @@ class Gang:
 
     def job_order(self, left: Job, right: Job) -> int:
         """Jobs not yet ready go first, and among them a stalled gang before one that never ran (`order_by_progress`)."""
-        return order_by_progress(progress_of(left), progress_of(right))
+        return order_by_progress(self.progress(left), self.progress(right))
 
     def job_ready(self, job: Job) -> bool:
         return job.check_task_ready() and job.is_ready()

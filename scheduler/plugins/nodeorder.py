@@ -139,6 +139,7 @@ class NodeOrder:
         self.image_weight = _weight(args, "imagelocality.weight")
         self.spread_weight = _weight(args, "podtopologyspread.weight")
         self._cache: RowCache | None = None
+        self._reqs: dict[bytes, np.ndarray] = {}  # a task's request → its balanced columns (cpu, memory[, gpu])
         self._alloc: np.ndarray | None = None
         self._balloc: np.ndarray | None = None
         self._balloc_rows: list[list[float]] = []
@@ -158,6 +159,7 @@ class NodeOrder:
         self._balloc = np.ascontiguousarray(nodes.allocatable[:, self._bcols])
         self._balloc_rows = self._balloc.tolist()
         self._cache = RowCache(nodes, lambda req, rows: self._score(nodes, req, rows))
+        self._reqs = {}
         self.view = view_of(ssn, self)
         self._static.clear()
         self._taints.clear()
@@ -178,8 +180,13 @@ class NodeOrder:
         assert self._alloc is not None and self._balloc is not None
         if rows is not None and len(rows) <= 8:  # after one placement: a row or two, cheaper in plain Python
             used = nodes.used
-            return np.array([self._score_row(self._balloc_rows[i], [float(used[i, c]) for c in self._bcols], req)
-                             for i in rows.tolist()], dtype=np.float64)
+            cols = self._bcols
+            r = req.tolist()
+            out = []
+            for i in rows.tolist():
+                row = used[i].tolist()
+                out.append(self._score_row(self._balloc_rows[i], [row[c] for c in cols], r))
+            return np.array(out, dtype=np.float64)
         if rows is None:
             alloc, balloc, used = self._alloc, self._balloc, nodes.used[:, self._bcols]
         else:
@@ -197,10 +204,10 @@ class NodeOrder:
             score += balanced_allocation(balloc[:, cols], used[:, cols] + req[cols]) * self.balanced_weight
         return score
 
-    def _score_row(self, alloc: list[float], used: list[float], req: np.ndarray) -> float:
-        """`_score` for one node with Python floats (the same formulas, operation for operation)."""
+    def _score_row(self, alloc: list[float], used: list[float], r: list[float]) -> float:
+        """`_score` for one node with Python floats (the same formulas, operation for operation); `r` is the
+        request over the balanced columns as floats."""
         score = 0.0
-        r = [float(x) for x in req]
         if self.least_weight or self.most_weight:
             req0 = used[0] + (r[0] if r[0] > 0 else DEFAULT_MILLI_CPU)
             req1 = used[1] + (r[1] if r[1] > 0 else DEFAULT_MEMORY)
@@ -304,8 +311,11 @@ class NodeOrder:
             req = task.resreq[self._bcols]
             score = self._score(nodes, req, None)[candidates]
         else:
-            req = task.resreq[self._bcols]
-            score = self._cache.get(req.tobytes(), req)[candidates]
+            key = task.resreq.tobytes()  # the whole request as the key: its balanced columns taken once per request
+            req = self._reqs.get(key)
+            if req is None:
+                req = self._reqs[key] = task.resreq[self._bcols]
+            score = self._cache.get(key, req)[candidates]
         view = self.view
         if view is None:
             return score

@@ -392,7 +392,7 @@ class Predicates:
         for bad, _, _ in checks:
             feasible = feasible & ~bad
         if feasible.all():
-            return NodeFilter(feasible)
+            return NodeFilter(feasible, all_feasible=True)  # a fresh array: the session takes it without a copy
         n = len(nodes)
         reasons = np.full(n, None, dtype=object)
         unresolvable = np.zeros(n, dtype=bool)

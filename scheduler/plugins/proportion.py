@@ -34,7 +34,7 @@ class QueueAttr:
     def update_share(self) -> None:
         """max over dimensions of allocated / deserved (0/0 = 0, x/0 = 1)."""
         share = 0.0
-        for a, d in zip(self.allocated, self.deserved, strict=True):
+        for a, d in zip(self.allocated.tolist(), self.deserved.tolist(), strict=True):  # floats: no numpy scalars
             s = (0.0 if a == 0 else 1.0) if d == 0 else a / d
             share = max(share, s)
         self.share = share
@@ -46,8 +46,9 @@ def _le(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _le_dims(a: np.ndarray, b: np.ndarray, dims: np.ndarray) -> bool:
     """LessEqualWithDimension: compare only the dimensions `dims` asks for."""
-    mask = dims > EPSILON
-    return bool(np.all(a[mask] <= b[mask] + EPSILON))
+    # in Python floats over the few dimensions (the same IEEE comparisons): this runs once per task placed
+    return all(x <= y + EPSILON for x, y, m in zip(a.tolist(), b.tolist(), dims.tolist(), strict=True)
+               if m > EPSILON)
 
 
 def water_fill(total: np.ndarray, attrs: list[QueueAttr]) -> None:
@@ -219,5 +220,8 @@ class Proportion:
             return
         attr = self.attrs.get(job.queue)
         if attr is not None:
-            attr.allocated += sign * task.resreq
+            if sign > 0:  # the same sums as `+= sign * resreq`, without the product array
+                attr.allocated += task.resreq
+            else:
+                attr.allocated -= task.resreq
             attr.update_share()
