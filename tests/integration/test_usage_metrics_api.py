@@ -109,4 +109,5 @@ def test_kubectl_top_and_a_session_avoid_the_hot_node(cluster: tuple[Any, RestCl
         decisions, result = run_once(client, conf, registry=registry)
         assert sorted(result.bound) and client.get(pods_rt, "new-0", namespace="default")["spec"]["nodeName"] == cool
     finally:
+        usagesource.stop_all()
         usagesource.use_client(None)
