@@ -21,7 +21,8 @@ from typing import Any
 
 from lahar.kube import durations, quantity
 
-__all__ = ["METRICS_API_TYPES", "MetricsSource", "SourceConf", "node_percent", "source_conf", "source_for",
+__all__ = ["METRICS_API_TYPES", "Measured", "MetricsSource", "SourceConf", "node_percent", "node_size", "parse_item",
+           "percent", "source_conf", "source_for",
            "stop_all", "use_client"]
 
 log = logging.getLogger(__name__)
@@ -77,26 +78,52 @@ def _amount(rl: Mapping[str, Any], name: str, *, milli: bool) -> float | None:
     return float(q.milli_value() if milli else q.value())
 
 
-def node_percent(item: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[float, float, dt.datetime | None] | None:
-    """(cpu %, memory %, measured at) of a NodeMetrics item over the node's allocatable (capacity when absent), as
-    `kubectl top nodes` computes it; None when a usage or the node's size is missing or malformed."""
-    status = node.get("status") or {}
-    size = status.get("allocatable") or status.get("capacity") or {}
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One NodeMetrics item, parsed: milli-CPU and bytes in use, and when."""
+
+    cpu: float
+    memory: float
+    time: dt.datetime | None
+
+
+def parse_item(item: Mapping[str, Any]) -> Measured | None:
+    """A NodeMetrics item's usage; None when cpu or memory is missing or malformed."""
     usage = item.get("usage") or {}
     cpu, mem = _amount(usage, "cpu", milli=True), _amount(usage, "memory", milli=False)
-    cpu_size, mem_size = _amount(size, "cpu", milli=True), _amount(size, "memory", milli=False)
-    if cpu is None or mem is None or not cpu_size or not mem_size:
+    if cpu is None or mem is None:
         return None
-    return cpu / cpu_size * 100.0, mem / mem_size * 100.0, _time(item.get("timestamp"))
+    return Measured(cpu, mem, _time(item.get("timestamp")))
+
+
+def node_size(node: Mapping[str, Any]) -> tuple[float, float]:
+    """(milli-CPU, bytes) of the node's allocatable (capacity when absent); 0 where missing or malformed."""
+    status = node.get("status") or {}
+    size = status.get("allocatable") or status.get("capacity") or {}
+    return _amount(size, "cpu", milli=True) or 0.0, _amount(size, "memory", milli=False) or 0.0
+
+
+def percent(measured: Measured | None, size: tuple[float, float]) -> tuple[float, float, dt.datetime | None] | None:
+    """(cpu %, memory %, measured at) over the node's size, as `kubectl top nodes`; None without a measure or a
+    size."""
+    if measured is None or size[0] <= 0 or size[1] <= 0:
+        return None
+    return measured.cpu / size[0] * 100.0, measured.memory / size[1] * 100.0, measured.time
+
+
+def node_percent(item: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[float, float, dt.datetime | None] | None:
+    """`percent` of a raw NodeMetrics item over the node's allocatable (capacity when absent)."""
+    return percent(parse_item(item), node_size(node))
 
 
 class MetricsSource:
-    """The last NodeMetrics list, by node name, refreshed by `refresh` (a background thread after `start`)."""
+    """The last NodeMetrics list, parsed, by node name, refreshed by `refresh` (a background thread after `start`):
+    the parsing is done there, outside the sessions."""
 
     def __init__(self, fetch: Fetch, interval: float = DEFAULT_INTERVAL, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.fetch, self.interval, self.clock = fetch, interval, clock
-        self.items: dict[str, Mapping[str, Any]] = {}
+        self.items: dict[str, Measured | None] = {}
         self.fetched_at: float | None = None
         self.error: str | None = None
         self._logged = False
@@ -107,7 +134,7 @@ class MetricsSource:
     def refresh(self) -> bool:
         try:
             listed = self.fetch()
-            items = {(i.get("metadata") or {}).get("name", ""): i for i in listed.get("items") or ()
+            items = {(i.get("metadata") or {}).get("name", ""): parse_item(i) for i in listed.get("items") or ()
                      if isinstance(i, Mapping)}
         except Exception as e:  # noqa: BLE001 - any failure of the metrics API leaves the plugin without load
             with self._lock:
@@ -124,7 +151,7 @@ class MetricsSource:
             self._logged = False
         return True
 
-    def snapshot(self) -> tuple[dict[str, Mapping[str, Any]], float | None]:
+    def snapshot(self) -> tuple[dict[str, Measured | None], float | None]:
         """The items by node and their age in seconds (None: never fetched, or the last fetch failed)."""
         with self._lock:
             age = None if self.fetched_at is None else self.clock() - self.fetched_at

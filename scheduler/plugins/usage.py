@@ -28,7 +28,7 @@ from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Node, Task, TaskStatus
-from lahar.scheduler.usagesource import node_percent, source_conf, source_for
+from lahar.scheduler.usagesource import Measured, node_size, percent, source_conf, source_for
 
 __all__ = [
     "USAGE_ANNOTATION",
@@ -85,9 +85,9 @@ def parse_usage(node: Mapping[str, Any]) -> NodeUsage:
     return NodeUsage(_number(data.get("cpu")), _number(data.get("memory")), _time(data.get("time")))
 
 
-def metrics_usage(item: Mapping[str, Any] | None, node: Mapping[str, Any]) -> NodeUsage:
-    """A node's load from its NodeMetrics item (percent of allocatable); no item or a malformed one → unknown."""
-    got = node_percent(item, node) if item is not None else None
+def metrics_usage(measured: Measured | None, size: tuple[float, float]) -> NodeUsage:
+    """A node's load from its parsed NodeMetrics (percent of its allocatable size); none or no size → unknown."""
+    got = percent(measured, size)
     return NodeUsage() if got is None else NodeUsage(*got)
 
 
@@ -238,9 +238,11 @@ class Usage:
         self.interval = seconds if seconds > 0 else DEFAULT_INTERVAL
         self.shadow = ShadowCache()
         source = source_conf(ssn.conf.metrics)
-        metrics: dict[str, Any] | None = None
+        metrics: dict[str, Measured | None] | None = None
         if source is not None:
             metrics, _age = source_for(source).snapshot()
+            sizes: dict[str, tuple[Any, tuple[tuple[float, float], tuple[float, float]]]] = ssn.shared_state(
+                (self.name, "sizes"), dict)
         # parsed per node and kept across sessions while the node's annotation and capacity stay the same
         parsed: dict[str, tuple[Any, Any, NodeUsage, tuple[float, float]]] = ssn.shared_state(
             (self.name, "parsed"), dict)
@@ -249,8 +251,14 @@ class Usage:
             raw = ((n.node.get("metadata") or {}).get("annotations") or {}).get(USAGE_ANNOTATION)
             cap = (n.node.get("status") or {}).get("capacity")
             if metrics is not None:  # the metrics API only: its absence is unknown load, not the annotation's
-                self.usage.append(metrics_usage(metrics.get(n.name), n.node))
-                self.capacity.append(_capacity(n))
+                status = n.node.get("status") or {}
+                key = (status.get("allocatable"), status.get("capacity"))
+                got = sizes.get(n.name)
+                if got is None or got[0] != key:
+                    got = sizes[n.name] = (key, (node_size(n.node), _capacity(n)))
+                size, cap = got[1]
+                self.usage.append(metrics_usage(metrics.get(n.name), size))
+                self.capacity.append(cap)
                 continue
             hit = parsed.get(n.name)
             if hit is None or hit[0] != raw or hit[1] != cap:

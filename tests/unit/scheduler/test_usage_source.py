@@ -61,6 +61,12 @@ def test_node_percent(item: dict[str, Any], n: dict[str, Any], want: Any) -> Non
     assert src.node_percent(item, n) == want
 
 
+def test_the_source_parses_outside_the_session() -> None:
+    s = src.MetricsSource(lambda: {"items": [_item("n1", "1500m", "2Gi"), _item("n2", cpu="bad"), "junk"]})
+    s.refresh()
+    assert s.snapshot()[0] == {"n1": src.Measured(1500.0, 2.0 * 1024**3, NOW), "n2": None}
+
+
 def test_a_failing_api_is_logged_once_and_empties_the_source(caplog: pytest.LogCaptureFixture) -> None:
     answers: list[Any] = [{"items": [_item("n1")]}, OSError("connection refused"), OSError("again"),
                           {"items": [_item("n2")]}]
