@@ -41,6 +41,13 @@ def _kubectl(kcfg: Path, home: Path, *args: str) -> str:
     return proc.stdout
 
 
+def _kubectl_fails(kcfg: Path, home: Path, *args: str) -> str:
+    proc = subprocess.run(["kubectl", "--kubeconfig", str(kcfg), "--cache-dir", str(home / "cache"), *args],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(home)})
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
 def _pod(name: str, *, node: str | None = None, factor: str | None = None, group: str | None = None) -> dict:
     meta: dict[str, Any] = {"name": name, "namespace": "default", "annotations": {}}
     if factor is not None:
@@ -97,6 +104,12 @@ def test_kubectl_top_and_a_session_avoid_the_hot_node(cluster: tuple[Any, RestCl
     pods_top = _kubectl(Path(c.kubeconfig), home, "top", "pods", "-n", "default", "--no-headers")
     assert {line.split()[0]: line.split()[1] for line in pods_top.splitlines()} == {"hot": "3500m", "calm": "300m"}
 
+    served = _kubectl(Path(c.kubeconfig), home, "api-resources", "--api-group=metrics.k8s.io", "--no-headers")
+    assert sorted(line.split()[-1] for line in served.splitlines()) == ["NodeMetrics", "PodMetrics"]
+    one = _kubectl(Path(c.kubeconfig), home, "top", "node", hot, "--no-headers")
+    assert one.split()[:2] == [hot, "3600m"]
+    assert "3500m" in _kubectl(Path(c.kubeconfig), home, "top", "pod", "hot", "-n", "default", "--containers")
+
     install_crds(client, "scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
     client.create(reg.get("scheduling.volcano.sh", "v1beta1", "queues"), queue("q1").bare())
     client.create(reg.get("scheduling.volcano.sh", "v1beta1", "podgroups"),
@@ -111,3 +124,18 @@ def test_kubectl_top_and_a_session_avoid_the_hot_node(cluster: tuple[Any, RestCl
     finally:
         usagesource.stop_all()
         usagesource.use_client(None)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes/nope"), "NotFound"),
+    (("get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/nope"), "NotFound"),
+    (("get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/nodes"), "NotFound"),
+    (("get", "--raw", "/apis/metrics.k8s.io/v1beta2/nodes"), "NotFound"),
+    (("get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes?watch=true"), "MethodNotAllowed"),
+    (("get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=a%3D%3D%3Db"), "BadRequest"),
+    (("create", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes", "-f", "/dev/null"), "MethodNotAllowed"),
+], ids=["missing-node", "missing-pod", "nodes-in-a-namespace", "unknown-version", "watch", "bad-selector", "post"])
+def test_the_metrics_api_refuses_with_a_4xx(cluster: tuple[Any, RestClient, Path], args: tuple[str, ...],
+                                            says: str) -> None:
+    c, _, home = cluster
+    assert says in _kubectl_fails(Path(c.kubeconfig), home, *args)
