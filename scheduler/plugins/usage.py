@@ -240,7 +240,9 @@ class Usage:
         source = source_conf(ssn.conf.metrics)
         metrics: dict[str, Measured | None] | None = None
         if source is not None:
-            metrics, _age = source_for(source).snapshot()
+            metrics, age = source_for(source).snapshot()
+            if age is None or age > METRICS_ACTIVE:  # never fetched, failing, or not refreshed for too long
+                metrics = {}
             sizes: dict[str, tuple[Any, tuple[tuple[float, float], tuple[float, float]]]] = ssn.shared_state(
                 (self.name, "sizes"), dict)
         # parsed per node and kept across sessions while the node's annotation and capacity stay the same

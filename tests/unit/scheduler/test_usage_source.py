@@ -163,3 +163,16 @@ def test_source_for_without_an_http_client_fails_softly(monkeypatch: pytest.Monk
         assert src.source_for(src.SourceConf("metrics-api", "", 3600.0)) is s
     finally:
         s.stop()
+
+
+def test_a_source_not_refreshed_for_too_long_counts_as_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even with a fresh timestamp in the item (devcluster stamps at the fetch), a list kept past five minutes
+    (the refresh thread stopped) is not trusted."""
+    t = [0.0]
+    s = src.MetricsSource(lambda: {"items": [_item("n1", "3900m")]}, clock=lambda: t[0])
+    s.refresh()
+    hot = _session([_annotated("n1", 10, 10)], s, monkeypatch)
+    assert hot.predicate(_task(hot)).feasible.tolist() == [False]
+    t[0] = us.METRICS_ACTIVE + 1
+    ssn = _session([_annotated("n1", 10, 10)], s, monkeypatch)
+    assert ssn.predicate(_task(ssn)).feasible.tolist() == [True]
