@@ -24,7 +24,7 @@ import anyio.to_thread
 import uvicorn
 
 from lahar.certs import serving
-from lahar.devcluster import config, discovery, openapi, podlogs, tables
+from lahar.devcluster import config, discovery, metricsapi, openapi, podlogs, tables
 from lahar.devcluster.routing import (
     _BUILTIN_GROUPS,
     _FIELD_VALIDATION,
@@ -159,7 +159,11 @@ class ApiServer:
             group, version, rest = "", parts[1], parts[2:]
         elif head == "apis":
             if len(parts) == 1:
-                raise _Reply(200, _dumps(discovery.api_group_list(self.registry)))
+                groups = discovery.api_group_list(self.registry)
+                groups["groups"].append(metricsapi.group_doc())
+                raise _Reply(200, _dumps(groups))
+            if parts[1] == metricsapi.GROUP:
+                await self._metrics(parts[2:], method, query)
             if len(parts) == 2:
                 doc = discovery.api_group(self.registry, parts[1])
                 if doc is None:
@@ -182,6 +186,45 @@ class ApiServer:
         if target.subresource is not None and target.subresource not in rt.subresources:
             raise _not_found_path()
         await self._resource(rt, target, method, query, headers, scope, receive, send, warnings)
+
+    # metrics.k8s.io (read-only, computed from the pods) --------------------------------------------------------
+
+    async def _metrics(self, parts: list[str], method: str, query: _Query) -> None:
+        if not parts:
+            raise _Reply(200, _dumps(metricsapi.api_group()))
+        if parts[0] != metricsapi.VERSION:
+            raise _not_found_path()
+        if len(parts) == 1:
+            raise _Reply(200, _dumps(metricsapi.api_resource_list()))
+        target = parse_resource_path(metricsapi.GROUP, metricsapi.VERSION, parts[1:])
+        if (target is None or target.plural not in ("nodes", "pods") or target.subresource is not None
+                or (target.plural == "nodes" and target.namespace is not None)):
+            raise _not_found_path()
+        if method != "GET" or target.watch or _bool(query.get("watch")):
+            raise errors.MethodNotAllowed("the server does not allow this method on the requested resource")
+        now = dt.datetime.now(dt.UTC)
+        pods_rt, nodes_rt = self.registry.get("", "v1", "pods"), self.registry.get("", "v1", "nodes")
+        selector = query.get("labelSelector") or None
+        if target.plural == "nodes":
+            nodes = ([await self._call(self.store.get, nodes_rt, None, target.name)] if target.name else
+                     (await self._call(self.store.list, nodes_rt, None, label_selector=selector))["items"])
+            pods = (await self._call(self.store.list, pods_rt, None))["items"]
+            docs = [metricsapi.node_metrics(n, pods, now) for n in nodes]
+            if target.name:
+                raise _Reply(200, _dumps(docs[0]))
+            raise _Reply(200, _dumps(metricsapi.metrics_list("NodeMetrics", docs)))
+        if target.name:
+            if target.namespace is None:
+                raise _not_found_path()
+            doc = metricsapi.pod_metrics(await self._call(self.store.get, pods_rt, target.namespace, target.name), now)
+            if doc is None:
+                raise errors.NotFound(f'podmetrics.metrics.k8s.io "{target.name}" not found',
+                                      details={"name": target.name, "group": metricsapi.GROUP, "kind": "pods"})
+            raise _Reply(200, _dumps(doc))
+        listed = await self._call(self.store.list, pods_rt, target.namespace, label_selector=selector,
+                                  field_selector=query.get("fieldSelector") or None)
+        items = [d for p in listed["items"] if (d := metricsapi.pod_metrics(p, now)) is not None]
+        raise _Reply(200, _dumps(metricsapi.metrics_list("PodMetrics", items)))
 
     # OpenAPI ------------------------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from lahar.kube.client import ClusterClient
 from lahar.scheduler import commit as commits
+from lahar.scheduler import usagesource
 from lahar.scheduler.cache import ConfSource, SchedulerCache
 from lahar.scheduler.framework.registry import Registry
 from lahar.scheduler.metrics import SchedulerMetrics
@@ -120,6 +121,7 @@ class Runner:
         self.client = client
         self.registry = registry if registry is not None else in_tree_registry()
         self.cache = SchedulerCache(client)
+        usagesource.use_client(client)  # the usage plugin's metrics-API source reads through this client
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.conf = ConfSource(client, self.registry, on_error=self._conf_error, namespaces=conf_namespaces)
         self.lease = lease

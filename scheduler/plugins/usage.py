@@ -1,8 +1,9 @@
 """usage: filter and score nodes by their real load (Volcano's `plugins/usage`).
 
 A node's load is its average CPU and memory use in percent, with the time it was measured, read from the node's
-`lahar.sh/node-usage` annotation (JSON `{"cpu": 30, "memory": 50, "time": "2024-01-01T00:00:00Z"}`): the static
-metrics source (Volcano reads Prometheus, Elasticsearch or metrics-server). Load older than five minutes, or
+`lahar.sh/node-usage` annotation (JSON `{"cpu": 30, "memory": 50, "time": "2024-01-01T00:00:00Z"}`), or, when the
+conf's `metrics.type` is `metrics-server` / `metrics-api`, from the resource metrics API's NodeMetrics
+(`scheduler.usagesource`, refreshed outside the session; unreadable → every node unknown). Load older than five minutes, or
 without a time, counts as unknown: the node passes and scores 0. Otherwise a node above `thresholds.cpu` /
 `thresholds.mem` is refused (UnschedulableAndUnresolvable), and a node scores
 `((1 − cpu)·cpu.weight + (1 − mem)·memory.weight) / (cpu.weight + memory.weight) × 100 × usage.weight`, where
@@ -27,6 +28,7 @@ from lahar.scheduler.framework.hooks import NodeFilter
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Node, Task, TaskStatus
+from lahar.scheduler.usagesource import Measured, node_size, percent, source_conf, source_for
 
 __all__ = [
     "USAGE_ANNOTATION",
@@ -36,6 +38,7 @@ __all__ = [
     "applied_risk_factor",
     "composite",
     "estimate_pod",
+    "metrics_usage",
     "node_score",
     "parse_usage",
     "tracked",
@@ -80,6 +83,12 @@ def parse_usage(node: Mapping[str, Any]) -> NodeUsage:
     if not isinstance(data, dict):
         return NodeUsage()
     return NodeUsage(_number(data.get("cpu")), _number(data.get("memory")), _time(data.get("time")))
+
+
+def metrics_usage(measured: Measured | None, size: tuple[float, float]) -> NodeUsage:
+    """A node's load from its parsed NodeMetrics (percent of its allocatable size); none or no size → unknown."""
+    got = percent(measured, size)
+    return NodeUsage() if got is None else NodeUsage(*got)
 
 
 def fresh(usage: NodeUsage, now: dt.datetime) -> bool:
@@ -228,6 +237,14 @@ class Usage:
             seconds = 0.0
         self.interval = seconds if seconds > 0 else DEFAULT_INTERVAL
         self.shadow = ShadowCache()
+        source = source_conf(ssn.conf.metrics)
+        metrics: dict[str, Measured | None] | None = None
+        if source is not None:
+            metrics, age = source_for(source).snapshot()
+            if age is None or age > METRICS_ACTIVE:  # never fetched, failing, or not refreshed for too long
+                metrics = {}
+            sizes: dict[str, tuple[Any, tuple[tuple[float, float], tuple[float, float]]]] = ssn.shared_state(
+                (self.name, "sizes"), dict)
         # parsed per node and kept across sessions while the node's annotation and capacity stay the same
         parsed: dict[str, tuple[Any, Any, NodeUsage, tuple[float, float]]] = ssn.shared_state(
             (self.name, "parsed"), dict)
@@ -235,6 +252,16 @@ class Usage:
         for n in ssn.nodes:
             raw = ((n.node.get("metadata") or {}).get("annotations") or {}).get(USAGE_ANNOTATION)
             cap = (n.node.get("status") or {}).get("capacity")
+            if metrics is not None:  # the metrics API only: its absence is unknown load, not the annotation's
+                status = n.node.get("status") or {}
+                key = (status.get("allocatable"), status.get("capacity"))
+                got = sizes.get(n.name)
+                if got is None or got[0] != key:
+                    got = sizes[n.name] = (key, (node_size(n.node), _capacity(n)))
+                size, cap = got[1]
+                self.usage.append(metrics_usage(metrics.get(n.name), size))
+                self.capacity.append(cap)
+                continue
             hit = parsed.get(n.name)
             if hit is None or hit[0] != raw or hit[1] != cap:
                 hit = parsed[n.name] = (raw, cap, parse_usage(n.node), _capacity(n))
