@@ -4,7 +4,9 @@ With `network-topology-aware` in `lahar-scheduler-configmap`, a Volcano Job of 8
 `networkTopology: {mode: hard, highestTierAllowed: 1}` lands whole in one rack (its nodes share the `volcano.sh/tor`
 label) and its PodGroup carries `volcano.sh/job-allocated-hypernode`; a second identical Job lands whole in another
 rack; a Job of 9 × 8 GPUs (more than a rack holds) stays Pending with the per-tier reason in its Events. A
-tensor-parallel Job of 4 partitions (subGroupPolicy) × 6 pods × 8 GPUs lands one partition per rack.
+tensor-parallel Job of 4 partitions (subGroupPolicy) × 6 pods × 8 GPUs lands one partition per rack. With numa-aware
+and deviceshare too, a hard tier-1 Job of 2 pods × 8 GPUs + 8 RDMA VFs (GPU ↔ VF joint allocation) lands in one rack
+and each pod's topology decision holds as many VFs as GPUs on each NUMA node, every GPU paired under its PCIe switch.
 
 Uses `Up` of `test_lahar_up` (the whole stack in its own process on a temporary data dir): 4 racks of 8 DGX nodes
 under leaf-0..3, two leaves a spine.
@@ -31,6 +33,8 @@ pytestmark = base.pytestmark
 LEAF = "hypernode-superpod-tier1-leaf-"
 ALLOCATED = "volcano.sh/job-allocated-hypernode"
 CONF = DEFAULT_CONF + "  - name: network-topology-aware\n"
+NUMA_CONF = CONF + "  - name: numa-aware\n  - name: deviceshare\n"
+JOINT = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
 
 
 @pytest.fixture
@@ -42,10 +46,14 @@ def up(tmp_path: Path) -> Iterator[Up]:
         u.kill()
 
 
-def job(name: str, replicas: int) -> dict[str, Any]:
+def job(name: str, replicas: int, *, vfs: int = 0) -> dict[str, Any]:
     resources = {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8"}
+    annotations = None
+    if vfs:
+        resources["nvidia.com/rdma_vf"] = str(vfs)
+        annotations = {"scheduling.koordinator.sh/device-joint-allocate": JOINT}
     template = pod_template(container("worker", "nvcr.io/nvidia/pytorch:24.05-py3", requests=resources,
-                                      limits=resources), restart_policy="Never")
+                                      limits=resources), restart_policy="Never", annotations=annotations)
     return (vcjob(name, namespace=None)
             .spec(minAvailable=replicas, schedulerName="volcano", queue="default",
                   networkTopology={"mode": "hard", "highestTierAllowed": 1})
@@ -75,14 +83,14 @@ def bound(up: Up, name: str, count: int) -> dict[str, str]:
         p if len(p := placement(up, name)) == count and all(p.values()) else None), 60)
 
 
-def start_with_topology(up: Up, tmp_path: Path) -> None:
-    """`lahar up` on the superpod, its HyperNode tree discovered, and the scheduler on CONF."""
+def start_with_topology(up: Up, tmp_path: Path, conf: str = CONF) -> None:
+    """`lahar up` on the superpod, its HyperNode tree discovered, and the scheduler on `conf`."""
     up.start()
     wait_for("the four racks", lambda: len(json.loads(up.kubectl("get", "hypernodes", "-o", "json").stdout)
                                           ["items"]) == 6, 60)
     apply(up, tmp_path, {"apiVersion": "v1", "kind": "ConfigMap",
                          "metadata": {"name": "lahar-scheduler-configmap", "namespace": "default"},
-                         "data": {"volcano-scheduler.conf": CONF}})
+                         "data": {"volcano-scheduler.conf": conf}})
     log = up.data_dir / "logs" / "scheduler.log"
     wait_for("the scheduler to load the conf", lambda: "configuration default/lahar-scheduler-configmap@" in
              log.read_text(errors="replace"), 30)
@@ -149,4 +157,22 @@ def test_tensor_parallel_subgroups_land_one_per_rack(up: Up, tmp_path: Path) -> 
     assert all(len(r) == 1 for r in per_rack), per_rack  # each subgroup whole in one rack
     assert len(set().union(*per_rack)) == 4, per_rack  # one subgroup per rack
     assert len(set(got.values())) == 24, got
+    assert up.interrupt() == 0, up.output()
+
+
+def test_hard_gang_in_one_rack_with_gpus_and_vfs_numa_aligned(up: Up, tmp_path: Path) -> None:
+    start_with_topology(up, tmp_path, NUMA_CONF)
+    apply(up, tmp_path, job("tp-numa", 2, vfs=8))
+    got = bound(up, "tp-numa", 2)
+    assert len(racks(up, set(got.values()))) == 1 and len(set(got.values())) == 2, got
+    items = json.loads(up.kubectl("get", "pods", "-l", "volcano.sh/job-name=tp-numa", "-o", "json").stdout)["items"]
+    for p in items:
+        ann = p["metadata"].get("annotations") or {}
+        decision = json.loads(ann["volcano.sh/topology-decision"])["numa"]
+        # dgx-h100: GPUs 0-3 and NICs 0-3 on NUMA node 0, the rest on NUMA node 1; 8 GPUs need both
+        assert sorted(decision) == ["0", "1"], decision
+        assert all(r["nvidia.com/gpu"] == r["nvidia.com/rdma_vf"] == "4" for r in decision.values()), decision
+        pairs = json.loads(ann["lahar.sh/gpu-rdma-pairs"])
+        assert sorted(x["gpu"] for x in pairs) == list(range(8)) and len({x["vf"] for x in pairs}) == 8, pairs
+        assert all(x["scope"] == "PCIe" and x["gpu"] // 4 == x["nic"] // 4 for x in pairs), pairs
     assert up.interrupt() == 0, up.output()
