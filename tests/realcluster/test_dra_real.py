@@ -143,7 +143,14 @@ def test_two_claims_run_on_the_gpu_node_and_the_third_waits(dra: tuple[LaharStac
 
     wait_for("the FailedScheduling event", lambda: bool(failed_scheduling()), timeout=30, interval=0.5)
     assert any(f"claim {ns}/{waiting_claim}, request gpu" in m for m in failed_scheduling()), failed_scheduling()
-    # free the node's GPUs for the template test: deleting the pods lets lahar (or the claim's owner) release them
+    # one trainer gone: kube-controller-manager drops it from its claim's reservedFor and deallocates the claim,
+    # so the waiting trainer gets that device
+    kubectl("delete", "pod", running[0], "-n", ns, "--wait=true", "--timeout=60s", "--grace-period=0", "--force")
+    try:
+        wait_for("the waiting trainer Running on the freed device",
+                 lambda: phases().get(waiting) == "Running", timeout=90, interval=1.0)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{_diagnose(stack, ns)}") from e
     kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=60s", "--grace-period=0", "--force")
     kubectl("delete", "resourceclaims", "--all", "-n", ns, "--wait=true", "--timeout=60s")
 
