@@ -4,7 +4,9 @@ scheduler and beat on the real-tier stack (tests/realcluster/lahar_stack.py), wi
 
 A DeviceClass, a ResourceSlice publishing two GPUs of kwok-gpu-0 and three pods with a ResourceClaim of one GPU
 each: two run on that node, their claims' `status.allocation` and `reservedFor` written through the real status
-subresource (its validation is the judge); the third stays Pending with a FailedScheduling Event naming its claim.
+subresource (its validation is the judge); the third stays Pending with a FailedScheduling Event naming its claim,
+and runs once a trainer is deleted: kube-controller-manager deallocates the claim nobody reserves (it does so only
+for claims with the delete-protection finalizer lahar writes before allocating).
 Then a pod with a `resourceClaimTemplateName`: kube-controller-manager's resourceclaim-controller creates its claim
 (a generated name) and names it in `pod.status.resourceClaimStatuses`; lahar allocates it and the pod runs.
 """
@@ -19,6 +21,7 @@ import pytest
 import yaml
 
 from lahar.scheduler.cache import CONFIGMAP_KEY, CONFIGMAP_NAME
+from lahar.scheduler.commit import CLAIM_FINALIZER
 from lahar.scheduler.plugins._dra import node_selector_for
 from tests.realcluster.cluster import missing
 from tests.realcluster.lahar_stack import LaharStack
@@ -131,6 +134,7 @@ def test_two_claims_run_on_the_gpu_node_and_the_third_waits(dra: tuple[LaharStac
         assert (r["request"], r["driver"], r["pool"]) == ("gpu", DRIVER, GPU_NODE), r
         devices.add(r["device"])
         assert claim["status"]["allocation"]["nodeSelector"] == node_selector_for(GPU_NODE)
+        assert claim["metadata"]["finalizers"] == [CLAIM_FINALIZER]  # what lets kcm deallocate it later
         assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": name,
                                                    "uid": pods[name]["metadata"]["uid"]}]
     assert devices == {"gpu-0", "gpu-1"}
@@ -151,6 +155,11 @@ def test_two_claims_run_on_the_gpu_node_and_the_third_waits(dra: tuple[LaharStac
                  lambda: phases().get(waiting) == "Running", timeout=90, interval=1.0)
     except AssertionError as e:
         raise AssertionError(f"{e}\n{_diagnose(stack, ns)}") from e
+    def freed() -> bool:
+        claim = kubectl.json("get", "resourceclaim", f"gpu-{running[0].rsplit('-', 1)[1]}", "-n", ns)
+        return not (claim.get("status") or {}).get("allocation") and not claim["metadata"].get("finalizers")
+
+    wait_for("kube-controller-manager to deallocate the deleted trainer's claim", freed, timeout=30, interval=0.5)
     kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=60s", "--grace-period=0", "--force")
     kubectl("delete", "resourceclaims", "--all", "-n", ns, "--wait=true", "--timeout=60s")
 
