@@ -30,8 +30,8 @@ from lahar.kube.client import ClusterClient, Obj
 from lahar.scheduler import volumebinding
 from lahar.scheduler.framework.session import Bind, Decisions
 
-__all__ = ["VOLUME_BIND_TIMEOUT", "CommitResult", "apply", "bind_claims", "bind_volumes", "record_event",
-           "wait_for_volumes"]
+__all__ = ["CLAIM_FINALIZER", "VOLUME_BIND_TIMEOUT", "CommitResult", "apply", "bind_claims", "bind_volumes", "record_event",
+           "wait_for_volumes", "with_claim_finalizer"]
 
 log = logging.getLogger(__name__)
 COMPONENT = "volcano"
@@ -97,11 +97,27 @@ def bind_volumes(client: ClusterClient, actions: Iterable[Mapping[str, str]]) ->
                          namespace=a["namespace"])
 
 
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+def with_claim_finalizer(claim: Mapping[str, Any]) -> dict[str, Any]:
+    """`claim` with CLAIM_FINALIZER among its finalizers (added once, the others kept in order)."""
+    meta = dict(claim.get("metadata") or {})
+    finalizers = list(meta.get("finalizers") or ())
+    if CLAIM_FINALIZER not in finalizers:
+        finalizers.append(CLAIM_FINALIZER)
+    return {**claim, "metadata": {**meta, "finalizers": finalizers}}
+
+
 def bind_claims(client: ClusterClient, actions: Iterable[Mapping[str, Any]]) -> None:
     """kube-scheduler's DynamicResources PreBind: each claim gets the session's `status.allocation` (unless it is
     allocated already) and the pod in `status.reservedFor`, written through the status subresource with the
     claim's resourceVersion. A claim allocated meanwhile to other devices, or any API error, raises, so the pod is
-    not bound (the next session sees the claim as it is)."""
+    not bound (the next session sees the claim as it is).
+
+    Before allocating, the claim gets the finalizer `resource.kubernetes.io/delete-protection` (a plain update, as
+    kube-scheduler writes it): kube-controller-manager's resourceclaim-controller clears an allocation nobody
+    reserves any more only from claims carrying it, so without it a finished pod's devices stayed taken forever."""
     rt = client.registry.get("resource.k8s.io", "v1", "resourceclaims")
     for a in actions:
         if rt is None:
@@ -112,6 +128,9 @@ def bind_claims(client: ClusterClient, actions: Iterable[Mapping[str, Any]]) -> 
             current = status.get("allocation")
             if current and current != a["allocation"]:
                 raise errors.Conflict(f"resourceclaim {a['namespace']}/{a['claim']} was allocated meanwhile")
+            if not current and CLAIM_FINALIZER not in (claim.get("metadata") or {}).get("finalizers", ()):
+                claim = client.update(rt, with_claim_finalizer(claim), namespace=a["namespace"])
+                status = dict(claim.get("status") or {})
             status["allocation"] = a["allocation"]
         elif not status.get("allocation"):
             raise errors.Conflict(f"resourceclaim {a['namespace']}/{a['claim']} is no longer allocated")

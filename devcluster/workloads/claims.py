@@ -7,7 +7,9 @@ Used by `controllers.WorkloadControllers`. The claim's name is `<pod>-<entry>`, 
 so a retried pass finds the claim it made.
 
 `released_status(claim, pods)`: the same controller's clean-up: pods that are gone or finished leave the claim's
-`status.reservedFor`, and a claim nobody reserves any more is deallocated (its devices are free again).
+`status.reservedFor`, and a claim nobody reserves any more is deallocated (its devices are free again) when it
+carries the finalizer `resource.kubernetes.io/delete-protection` the scheduler adds before allocating, as the real
+controller does; `release_claim` then takes the finalizer off. Without it the allocation stays.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["POD_CLAIM_NAME_ANNOTATION", "ClaimsPlan", "claim_names", "pending_templates", "released_status",
+__all__ = ["CLAIM_FINALIZER", "POD_CLAIM_NAME_ANNOTATION", "ClaimsPlan", "claim_names", "pending_templates", "released_status",
            "template_claims"]
 
 Obj = Mapping[str, Any]
@@ -79,9 +81,12 @@ def claim_names(pod: Obj) -> list[str]:
     return out
 
 
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"  # scheduler.commit's, written before an allocation
+
+
 def released_status(claim: Obj, pods: Mapping[str, Obj]) -> dict[str, Any] | None:
     """The claim's status without the pods (by name in its namespace) that are gone, finished or replaced (another
-    uid), deallocated once no pod reserves it; None when nothing changes."""
+    uid), deallocated once no pod reserves it if it carries CLAIM_FINALIZER; None when nothing changes."""
     status = dict(claim.get("status") or {})
     reserved = list(status.get("reservedFor") or ())
     if not reserved:
@@ -104,5 +109,6 @@ def released_status(claim: Obj, pods: Mapping[str, Obj]) -> dict[str, Any] | Non
         status["reservedFor"] = kept
     else:
         status.pop("reservedFor", None)
-        status.pop("allocation", None)
+        if CLAIM_FINALIZER in ((claim.get("metadata") or {}).get("finalizers") or ()):
+            status.pop("allocation", None)
     return status

@@ -32,7 +32,13 @@ from lahar.devcluster.workloads._objects import (
     is_active,
     is_terminal,
 )
-from lahar.devcluster.workloads.claims import claim_names, pending_templates, released_status, template_claims
+from lahar.devcluster.workloads.claims import (
+    CLAIM_FINALIZER,
+    claim_names,
+    pending_templates,
+    released_status,
+    template_claims,
+)
 from lahar.devcluster.workloads.deployments import deployment_plan
 from lahar.devcluster.workloads.jobs import job_plan
 from lahar.devcluster.workloads.replicasets import replicaset_plan
@@ -184,7 +190,12 @@ class WorkloadControllers:
         if status is None:
             return False
         try:
-            self.client.update_status(self.rc_rt, {**claim, "status": status}, namespace=namespace)
+            claim = self.client.update_status(self.rc_rt, {**claim, "status": status}, namespace=namespace)
+            finalizers = list(_meta(claim).get("finalizers") or ())
+            if "allocation" not in status and CLAIM_FINALIZER in finalizers:  # deallocated: no longer protected
+                finalizers.remove(CLAIM_FINALIZER)
+                self.client.update(self.rc_rt, {**claim, "metadata": {**_meta(claim), "finalizers": finalizers}},
+                                   namespace=namespace)
         except errors.Conflict:
             self._enqueue(("ResourceClaim", namespace, name))
             return False

@@ -34,9 +34,10 @@ __all__ = ["NODES", "RealCluster", "missing"]
 # minus ServiceAccount, which refuses pods until the controller has created the namespace's `default` account:
 # a race in every fresh test namespace and nothing lahar's tests are about.
 DISABLED_ADMISSION = ("ServiceAccount",)
-# The controllers lahar relies on from kube-controller-manager.
+# The controllers lahar relies on from kube-controller-manager; resourceclaim-controller creates a pod's claims from
+# its ResourceClaimTemplates and names them in pod.status.resourceClaimStatuses (DRA, tests/realcluster/test_dra_real.py).
 CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "replicaset-controller", "job-controller",
-               "serviceaccount-controller")
+               "serviceaccount-controller", "resourceclaim-controller")
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 # A few kwok nodes shaped like devcluster's small profile (CPU, memory, pods, one GPU node).
 NODES: tuple[dict[str, str], ...] = (

@@ -299,7 +299,8 @@ RBAC = [
     ("scheduler", "create", "pods/binding", "", None, None, True),
     ("scheduler", "list", "resourceslices", "resource.k8s.io", None, None, True),
     ("scheduler", "update", "resourceclaims/status", "resource.k8s.io", None, None, True),
-    ("scheduler", "update", "resourceclaims", "resource.k8s.io", None, None, False),
+    ("scheduler", "update", "resourceclaims", "resource.k8s.io", None, None, True),  # the claim finalizer
+    ("scheduler", "delete", "resourceclaims", "resource.k8s.io", None, None, False),
     ("scheduler", "patch", "pods/status", "", None, None, True),
     ("scheduler", "create", "events", "", None, None, True),
     ("scheduler", "patch", "podgroups/status", V, None, None, True),

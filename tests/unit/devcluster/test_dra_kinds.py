@@ -106,8 +106,9 @@ ALLOCATION = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.
                                        "device": "gpu-0"}]}}
 
 
-def _reserved(*names: str) -> dict:
-    return {"metadata": {"name": "c", "namespace": NS}, "status": {
+def _reserved(*names: str, finalizer: bool = True) -> dict:
+    meta = {"name": "c", "namespace": NS, **({"finalizers": [claims.CLAIM_FINALIZER]} if finalizer else {})}
+    return {"metadata": meta, "status": {
         "allocation": ALLOCATION, "reservedFor": [{"resource": "pods", "name": n, "uid": f"u-{n}"} for n in names]}}
 
 
@@ -121,6 +122,9 @@ RELEASE = [
      {"allocation": ALLOCATION, "reservedFor": [{"resource": "pods", "name": "a", "uid": "u-a"}]}),
     ("last-finished-deallocates", _reserved("a"), {"a": _live("a", "Succeeded")}, {}),
     ("replaced-by-a-new-pod-of-the-same-name", _reserved("a"), {"a": _live("a", uid="u-new")}, {}),
+    # the real resourceclaim-controller deallocates only a claim its scheduler protected with the finalizer
+    ("last-finished-without-the-finalizer-stays-allocated", _reserved("a", finalizer=False),
+     {"a": _live("a", "Succeeded")}, {"allocation": ALLOCATION}),
     ("not-reserved", {"metadata": {"name": "c"}, "status": {"allocation": ALLOCATION}}, {}, None),
 ]
 
@@ -140,7 +144,8 @@ def test_controllers_deallocate_a_claim_whose_pod_finished() -> None:
     pod["spec"]["schedulerName"] = "volcano"
     created = c.create(pods_rt, pod, namespace=NS)
     claim = c.create(rt, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                          "metadata": {"name": "c", "namespace": NS}, "spec": {"devices": {"requests": []}}},
+                          "metadata": {"name": "c", "namespace": NS, "finalizers": [claims.CLAIM_FINALIZER]},
+                          "spec": {"devices": {"requests": []}}},
                      namespace=NS)
     claim["status"] = {"allocation": ALLOCATION, "reservedFor": [
         {"resource": "pods", "name": "p", "uid": created["metadata"]["uid"]}]}
@@ -153,3 +158,4 @@ def test_controllers_deallocate_a_claim_whose_pod_finished() -> None:
     c.update_status(pods_rt, created, namespace=NS)
     controllers.sync()
     assert not c.get(rt, "c", namespace=NS).get("status")
+    assert not c.get(rt, "c", namespace=NS)["metadata"].get("finalizers")  # deallocated: no longer protected

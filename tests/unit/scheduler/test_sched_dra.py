@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from lahar.kube.apiserver.memory import MemoryClient
+from lahar.scheduler import commit as commits
 from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.plugins import _dra
 from lahar.scheduler.registry import in_tree_registry
@@ -99,6 +100,8 @@ def test_two_claims_get_the_two_devices_and_a_third_waits() -> None:
         assert status["reservedFor"] == [{"resource": "pods", "name": pod_name,
                                           "uid": _get(c, "pods", pod_name)["metadata"]["uid"]}]
         assert _get(c, "pods", pod_name)["spec"]["nodeName"] == "n1"
+        # kube-controller-manager deallocates an unreserved claim only when it carries this finalizer
+        assert _get(c, "resourceclaims", name)["metadata"]["finalizers"] == [commits.CLAIM_FINALIZER]
     assert devices == {"gpu-0", "gpu-1"}  # one device each: the session reserved the first pod's
     assert "status" not in _get(c, "resourceclaims", "cx") or not _get(c, "resourceclaims", "cx")["status"]
     [cond] = [p for p in decisions.pod_conditions if p.name == "x-0"]
@@ -200,7 +203,6 @@ def test_pod_claims(obj: dict[str, Any], want: list[_dra.ClaimRef]) -> None:
 def test_a_claim_allocated_meanwhile_fails_the_bind() -> None:
     """Between the session and its commit another scheduler allocated the claim elsewhere: commit refuses to
     overwrite it, and the pod is not bound (the next session sees the claim as it is)."""
-    from lahar.scheduler import commit as commits
     from lahar.scheduler.framework import snapshot as snapshots
     from lahar.scheduler.session import list_objects, run_session
 
@@ -269,7 +271,6 @@ def test_the_scheduler_cache_carries_claims_slices_and_classes() -> None:
     next session on the cache's snapshot sees the device taken."""
     import time
 
-    from lahar.scheduler import commit as commits
     from lahar.scheduler.cache import SchedulerCache
     from lahar.scheduler.session import run_session
 
@@ -301,3 +302,14 @@ def test_the_scheduler_cache_carries_claims_slices_and_classes() -> None:
     finally:
         cache.stop()
 
+
+@pytest.mark.parametrize(("finalizers", "want"), [
+    (None, [commits.CLAIM_FINALIZER]),
+    (["example.com/keep"], ["example.com/keep", commits.CLAIM_FINALIZER]),
+    ([commits.CLAIM_FINALIZER], [commits.CLAIM_FINALIZER]),
+], ids=["none", "kept-in-order", "once"])
+def test_with_claim_finalizer(finalizers: list[str] | None, want: list[str]) -> None:
+    claim: dict[str, Any] = {"metadata": {"name": "c", **({"finalizers": finalizers} if finalizers else {})}}
+    got = commits.with_claim_finalizer(claim)
+    assert got["metadata"]["finalizers"] == want and got["metadata"]["name"] == "c"
+    assert claim["metadata"].get("finalizers") == finalizers  # the input is not changed
