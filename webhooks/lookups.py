@@ -1,7 +1,7 @@
 """Read-only cluster state the admission rules look up: queues, namespaces, Volcano Jobs, PodGroups, PriorityClasses.
 
-Handlers get a `Lookups`; the webhook server passes `InformerLookups` (watch-fed caches; the only API call is a
-queue the cache has not seen yet), `lahar admit` and unit tests pass `StaticLookups` (a list of objects). Objects returned are shared:
+Handlers get a `Lookups`; the webhook server passes `InformerLookups` (watch-fed caches; the only API call is an
+object the cache has not seen yet), `lahar admit` and unit tests pass `StaticLookups` (a list of objects). Objects returned are shared:
 read them, never change them. Both also answer `child_queue_count(name)` from an index (the job rules' leaf-queue
 check, on every Job review), where a plain `Lookups` is scanned with `queues()`.
 """
@@ -247,23 +247,27 @@ class InformerLookups:
 
     # -- look-ups -----------------------------------------------------------------------------------------------
 
-    def queue(self, name: str) -> dict | None:
-        """The queue from the informer; on a miss, read once from the API server: a Queue applied just before its
-        Job (`kubectl apply -f` of one file) may not have reached the informer yet."""
-        informer = self._informers["queues"]
-        found = informer.get(None, name)
+    def _get(self, plural: str, namespace: str | None, name: str) -> dict | None:
+        """The object from the informer; on a miss, read once from the API server: an object applied just before
+        the one under review (`kubectl apply -f` of one file: a Queue before its Job, a PodGroup before its pods)
+        may not have reached the informer yet."""
+        informer = self._informers[plural]
+        found = informer.get(namespace, name)
         if found is not None or not name:
             return found
         with self._lock:
-            if "queues" in self._missing:
+            if plural in self._missing:
                 return None
         try:
-            return self.client.get(informer.rt, name)
+            return self.client.get(informer.rt, name, namespace=namespace)
         except errors.NotFound:
             return None
         except Exception as e:  # noqa: BLE001 - API unreachable: answer as the informer does (not found)
-            log.warning("lookups: reading queue %s failed: %s", name, e)
+            log.warning("lookups: reading %s %s failed: %s", plural, name, e)
             return None
+
+    def queue(self, name: str) -> dict | None:
+        return self._get("queues", None, name)
 
     def queues(self) -> list[dict]:
         return self._informers["queues"].list()
@@ -273,13 +277,13 @@ class InformerLookups:
         return len(self._informers["queues"].by_index(QUEUE_PARENT_INDEX, name))
 
     def namespace(self, name: str) -> dict | None:
-        return self._informers["namespaces"].get(None, name)
+        return self._get("namespaces", None, name)
 
     def job(self, namespace: str, name: str) -> dict | None:
-        return self._informers["jobs"].get(namespace, name)
+        return self._get("jobs", namespace, name)
 
     def podgroup(self, namespace: str, name: str) -> dict | None:
-        return self._informers["podgroups"].get(namespace, name)
+        return self._get("podgroups", namespace, name)
 
     def priority_class(self, name: str) -> dict | None:
-        return self._informers["priorityclasses"].get(None, name)
+        return self._get("priorityclasses", None, name)

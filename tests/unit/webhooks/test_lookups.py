@@ -215,19 +215,20 @@ def test_informer_lookups_not_ready_while_the_api_is_down():
 
 
 class LaggingQueues(NoCrds):
-    """The cluster client port whose queue list and watch see nothing (an informer that has not caught up yet),
-    while `get` answers from the cluster."""
+    """The cluster client port whose list and watch of `lagging` (queues unless told) see nothing (an informer that
+    has not caught up yet), while `get` answers from the cluster."""
 
-    def __init__(self, inner: MemoryClient) -> None:
+    def __init__(self, inner: MemoryClient, lagging=QUEUES) -> None:
         super().__init__(inner)
         self.installed.set()
+        self.lagging = lagging
         self.gets: list[str] = []
 
     def list(self, rt, **kw):
-        return self.inner.list(rt, **(kw | ({"label_selector": "lahar.test/never"} if rt == QUEUES else {})))
+        return self.inner.list(rt, **(kw | ({"label_selector": "lahar.test/never"} if rt == self.lagging else {})))
 
     def watch(self, rt, **kw):
-        return self.inner.watch(rt, **(kw | ({"label_selector": "lahar.test/never"} if rt == QUEUES else {})))
+        return self.inner.watch(rt, **(kw | ({"label_selector": "lahar.test/never"} if rt == self.lagging else {})))
 
     def get(self, rt, name, **kw):
         self.gets.append(name)
@@ -245,3 +246,26 @@ def test_informer_lookups_read_a_queue_the_cache_has_not_seen_from_the_api():
         assert lk.queue("team")["metadata"]["name"] == "team"
         assert lk.queue("nowhere") is None
     assert client.gets == ["team", "nowhere"]
+
+
+@pytest.mark.parametrize(("rt", "obj", "look"), [
+    (PODGROUPS, podgroup("pg-t"), lambda lk, name: lk.podgroup("team-a", name)),
+    (JOBS, job("j"), lambda lk, name: lk.job("team-a", name)),
+    (PRIORITY, priority_class("high", 100), lambda lk, name: lk.priority_class(name)),
+    (NAMESPACES, namespace("fresh"), lambda lk, name: lk.namespace(name)),
+], ids=["podgroup-before-its-pod", "job", "priorityclass", "namespace"])
+def test_informer_lookups_read_any_object_the_cache_has_not_seen_from_the_api(rt, obj, look):
+    """A PodGroup applied just before its pod (one `kubectl apply -f`) may not be in the informer yet: the pod
+    review must not be denied with "failed to get PodGroup" (found on the real kube-apiserver)."""
+    inner = MemoryClient.with_crds()
+    ns = obj["metadata"].get("namespace")
+    if ns:
+        inner.create(NAMESPACES, namespace(ns))
+    inner.create(rt, obj, **({"namespace": ns} if ns else {}))
+    client = LaggingQueues(inner, lagging=rt)
+    name = obj["metadata"]["name"]
+    with InformerLookups(client, probe_interval=0.05) as lk:
+        assert lk.wait_for_sync(5)
+        assert look(lk, name)["metadata"]["name"] == name
+        assert look(lk, "nowhere") is None
+    assert client.gets == [name, "nowhere"]
