@@ -45,10 +45,13 @@ NS = "default"
 DRIVER = "gpu.example.com"
 
 
+DEVICE_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+
+
 def _manifests(gpu_node: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
-        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
-         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}},
+        DEVICE_CLASS,
         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{gpu_node}-gpus"},
          "spec": {"driver": DRIVER, "nodeName": gpu_node,
                   "pool": {"name": gpu_node, "generation": 1, "resourceSliceCount": 1},
@@ -85,11 +88,16 @@ def _kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     return out.stdout
 
 
+def _default_queue(client: RestClient) -> None:
+    """The Queue `default` (each test makes it: xdist may give each test of the module its own cluster)."""
+    with contextlib.suppress(errors.AlreadyExists):
+        client.create(client.registry.get("scheduling.volcano.sh", "v1beta1", "queues"), queue("default").bare())
+
+
 def test_two_gpu_claims_run_and_the_third_pod_waits_for_a_device(cluster: tuple[Any, RestClient]) -> None:
     c, client = cluster
     env = dict(os.environ, KUBECONFIG=str(c.kubeconfig))
-    with contextlib.suppress(errors.AlreadyExists):
-        client.create(client.registry.get("scheduling.volcano.sh", "v1beta1", "queues"), queue("default").bare())
+    _default_queue(client)
     nodes = sorted(n["metadata"]["name"] for n in json.loads(_kubectl(env, "get", "nodes", "-o", "json"))["items"])
     gpu_node = nodes[0]
     _kubectl(env, "apply", "-f", "-", stdin=yaml.safe_dump_all(_manifests(gpu_node)))
@@ -139,12 +147,15 @@ def test_two_gpu_claims_run_and_the_third_pod_waits_for_a_device(cluster: tuple[
 def test_a_claim_from_a_template_is_created_allocated_and_run(cluster: tuple[Any, RestClient]) -> None:
     """devcluster creates the pod's claim from its ResourceClaimTemplate (as kube-controller-manager does) and
     names it in the pod's status; the scheduler allocates it on the other node's GPUs (two: the pod left waiting by
-    the test above may take one of them now)."""
+    the test above may take one of them now, when both tests share a cluster; run apart, this test makes its own
+    Queue and DeviceClass)."""
     c, client = cluster
     env = dict(os.environ, KUBECONFIG=str(c.kubeconfig))
+    _default_queue(client)
     nodes = sorted(n["metadata"]["name"] for n in json.loads(_kubectl(env, "get", "nodes", "-o", "json"))["items"])
     other = nodes[1]
     manifests = [
+        DEVICE_CLASS,
         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{other}-gpus"},
          "spec": {"driver": DRIVER, "nodeName": other, "pool": {"name": other, "generation": 1,
                                                                   "resourceSliceCount": 1},
