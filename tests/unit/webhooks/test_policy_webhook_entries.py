@@ -170,3 +170,34 @@ def test_cluster_demand_reads_the_policy_configmaps(configmaps: list[dict], expe
     for cm in configmaps:
         client.create(CONFIGMAPS, cm, namespace=cm["metadata"]["namespace"])
     assert policystage.cluster_demand(client, namespace="lahar-system") == expected
+
+
+# --- the shell: webhooks.registration.PolicyWebhooks ----------------------------------------------------------------
+
+def test_registrar_follows_the_policies_in_force() -> None:
+    from lahar.webhooks import registration
+
+    client = MemoryClient()
+    templates = bundles.load_templates(WEBHOOKS)
+    bundles.ensure(client, namespace="lahar-system", secret_name="lahar-webhook-certs", hosts=["127.0.0.1"],
+                   templates=templates, url="https://127.0.0.1:9443", policies=PolicyDemand())
+    in_force = [policystage.NO_POLICIES]
+    registrar = registration.PolicyWebhooks(client, templates, lambda: in_force[0].demand(), resync=60.0).start()
+    rt = next(rt for rt in client.registry if rt.kind == "ValidatingWebhookConfiguration")
+
+    def names() -> set[str]:
+        return {h["name"] for h in client.get(rt, "lahar-validating-webhooks")["webhooks"]}
+
+    try:
+        assert registrar.wait_passes(1)
+        assert "validatepolicy.lahar.sh" not in names()
+        in_force[0] = policystage.Policies.of(parse_policies(policy("pods", resources="[pods]", groups='[""]')))
+        registrar.kick(in_force[0])
+        assert registrar.wait_passes(2)
+        assert "validatepolicy.lahar.sh" in names() and registrar.last["lahar-validating-webhooks"] == "updated"
+        in_force[0] = policystage.NO_POLICIES
+        registrar.kick()
+        assert registrar.wait_passes(3)
+        assert "validatepolicy.lahar.sh" not in names()
+    finally:
+        registrar.stop()
