@@ -69,10 +69,11 @@ class PolicyWebhooks:
             self._refused = True
             return {}
         self._refused = False
-        changed = {k: v for k, v in self.last.items() if v == "updated"}
+        changed = [name for name, state in self.last.items() if state == "updated"]
         if changed:
-            log.info("webhooks: policy webhooks re-registered for %d policies: %s", len(demand.mutating)
-                     + len(demand.validating) if demand else -1, ", ".join(changed))
+            log.info("webhooks: policy webhook entries re-registered in %s (%d mutating, %d validating policy "
+                     "rules)", ", ".join(changed), len(demand.mutating) if demand else -1,
+                     len(demand.validating) if demand else -1)
         return self.last
 
     def _run(self) -> None:

@@ -201,3 +201,21 @@ def test_registrar_follows_the_policies_in_force() -> None:
         assert "validatepolicy.lahar.sh" not in names()
     finally:
         registrar.stop()
+
+
+def test_registrar_refused_by_rbac_leaves_the_entries_as_they_are() -> None:
+    from lahar.kube import errors
+    from lahar.webhooks import registration
+
+    class ReadOnly(MemoryClient):
+        def update(self, *args: Any, **kw: Any) -> Any:
+            raise errors.Forbidden("cannot update validatingwebhookconfigurations")
+
+    client = ReadOnly()
+    templates = bundles.load_templates(WEBHOOKS)
+    bundles.ensure(client, namespace="lahar-system", secret_name="lahar-webhook-certs", hosts=["127.0.0.1"],
+                   templates=templates, url="https://127.0.0.1:9443")     # every entry, as before
+    registrar = registration.PolicyWebhooks(client, templates, lambda: PolicyDemand())
+    assert registrar.sync_once() == {}
+    rt = next(rt for rt in client.registry if rt.kind == "ValidatingWebhookConfiguration")
+    assert "validatepolicy.lahar.sh" in {h["name"] for h in client.get(rt, "lahar-validating-webhooks")["webhooks"]}
