@@ -16,6 +16,7 @@ import base64
 import copy
 import datetime as dt
 import enum
+import json
 import os
 import tempfile
 import time
@@ -37,12 +38,16 @@ __all__ = [
     "EnsureResult",
     "Material",
     "Plan",
+    "PolicyDemand",
     "ensure",
     "from_secret",
     "load_templates",
     "plan",
+    "policy_webhooks",
     "render",
+    "render_parameters",
     "renew",
+    "sync_policy_webhooks",
     "to_secret",
     "write_files",
 ]
@@ -63,6 +68,12 @@ _CONFIG_TYPES = {
 }
 TEMPLATE_NAMESPACE = "lahar-system"
 TEMPLATE_SCHEDULER_CONDITION = "lahar-scheduler-names"
+TEMPLATE_OTHER_PODS_CONDITION = "lahar-not-admitted-by-rules"
+# the entries that exist only to run users' AdmissionPolicies, by the path they call (webhooks.policystage), and the
+# phase whose policies they run
+POLICY_PATHS: Mapping[str, str] = {"/policies/mutate": "mutating", "/policies/validate": "validating"}
+# what `ensure` rendered with, kept on each configuration so a later sync (on a policy change) renders the same way
+RENDERED_WITH = "lahar.sh/rendered-with"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -230,14 +241,26 @@ def _scheduler_expression(names: Sequence[str]) -> str:
     return f"has(object.spec.schedulerName) && object.spec.schedulerName in [{quoted}]"
 
 
+def _other_pods_expression(names: Sequence[str]) -> str:
+    quoted = ", ".join("'" + n.replace("\\", "\\\\").replace("'", "\\'") + "'" for n in names)
+    return (f"!has(object.spec.schedulerName) || !(object.spec.schedulerName in [{quoted}]) || "
+            f"request.operation != 'CREATE' || request.resource.resource != 'pods'")
+
+
 def render(template: Mapping[str, Any], *, ca_bundle: bytes, namespace: str = TEMPLATE_NAMESPACE,
            service: str | None = None, url: str | None = None,
-           scheduler_names: Sequence[str] | None = None) -> Obj:
+           scheduler_names: Sequence[str] | None = None, policies: PolicyDemand | None = None) -> Obj:
     """A webhook configuration from its template: `caBundle` set; with `url`, `clientConfig.url = url + path`
     (no Service); else the Service renamed to `service` (when given) in `namespace`. `namespace` also replaces
-    lahar-system in the namespaceSelector; `scheduler_names` rewrites the pod webhooks' scheduler matchCondition.
+    lahar-system in the namespaceSelector; `scheduler_names` rewrites the pod webhooks' scheduler matchConditions;
+    `policies` keeps the policy-only entries to what they could match (`policy_webhooks`; None: all of them).
+    The parameters are recorded in the annotation `lahar.sh/rendered-with` (`render_parameters` reads them back).
     """
-    config = copy.deepcopy(dict(template))
+    config = policy_webhooks(template, policies)
+    meta = config.setdefault("metadata", {})
+    meta.setdefault("annotations", {})[RENDERED_WITH] = json.dumps(
+        {"namespace": namespace, "service": service, "url": url,
+         "schedulerNames": list(scheduler_names) if scheduler_names else None}, sort_keys=True)
     for hook in config.get("webhooks") or []:
         client = hook.setdefault("clientConfig", {})
         svc = dict(client.get("service") or {})
@@ -258,6 +281,113 @@ def render(template: Mapping[str, Any], *, ca_bundle: bytes, namespace: str = TE
             for cond in hook.get("matchConditions") or []:
                 if cond.get("name") == TEMPLATE_SCHEDULER_CONDITION:
                     cond["expression"] = _scheduler_expression(scheduler_names)
+                elif cond.get("name") == TEMPLATE_OTHER_PODS_CONDITION:
+                    cond["expression"] = _other_pods_expression(scheduler_names)
+    return config
+
+
+def render_parameters(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The keyword arguments of `render` that made `config` (its `lahar.sh/rendered-with` annotation and the
+    caBundle of its entries), or None when it was not made by `render` (applied by hand, by Helm)."""
+    raw = ((config.get("metadata") or {}).get("annotations") or {}).get(RENDERED_WITH)
+    bundle = next((h["clientConfig"]["caBundle"] for h in config.get("webhooks") or []
+                   if (h.get("clientConfig") or {}).get("caBundle")), None)
+    if not raw or bundle is None:
+        return None
+    try:
+        recorded = json.loads(raw)
+        params = {"ca_bundle": base64.b64decode(bundle), "namespace": str(recorded["namespace"]),
+                  "service": recorded.get("service"), "url": recorded.get("url"),
+                  "scheduler_names": recorded.get("schedulerNames")}
+    except (ValueError, TypeError, KeyError):
+        return None
+    return params
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the policy-only entries (pure)
+
+
+# A resource rule as the policies' matchConstraints write it: apiGroups, resources, operations ("*" wildcards).
+PolicyRule = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class PolicyDemand:
+    """What the AdmissionPolicies in force could match, per phase: the resource rules of the policies that have
+    mutations (`mutating`) and of those that have validations (`validating`). Plain data, so `certs` needs no
+    policy model; `webhooks.policystage.Policies.demand()` and `lahar certs ensure` build it."""
+
+    mutating: tuple[PolicyRule, ...] = ()
+    validating: tuple[PolicyRule, ...] = ()
+
+    @classmethod
+    def everything(cls) -> PolicyDemand:
+        """A policy that could match anything in either phase (an unreadable policy ConfigMap counts as one)."""
+        anything = {"apiGroups": ("*",), "resources": ("*",), "operations": ("*",)}
+        return cls(mutating=(anything,), validating=(anything,))
+
+    def phase(self, name: str) -> tuple[PolicyRule, ...]:
+        return self.mutating if name == "mutating" else self.validating
+
+
+def _either_wildcard(a: str, b: str) -> bool:
+    return a == b or a == "*" or b == "*"
+
+
+def _resource_covered(pattern: str, resource: str) -> bool:
+    """A policy's resource pattern (`jobs`, `*`, `jobs/*`, `*/*`, `jobs/status`) against a webhook rule's main
+    resource (`jobs`, or `*`): subresource-only patterns never see a main resource."""
+    res, slash, sub = pattern.partition("/")
+    if slash and sub != "*":
+        return False
+    return _either_wildcard(res, resource)
+
+
+def _covers_request(policy: PolicyRule, group: str, resource: str, operation: str) -> bool:
+    return (any(_either_wildcard(g, group) for g in policy.get("apiGroups") or ("*",))
+            and any(_either_wildcard(o, operation) for o in policy.get("operations") or ("*",))
+            and any(_resource_covered(r, resource) for r in policy.get("resources") or ()))
+
+
+def _narrowed_rules(rules: Sequence[Mapping[str, Any]], policies: Sequence[PolicyRule]) -> list[Obj]:
+    """The webhook rules cut down to the (group, resource, operation) some policy rule covers; a rule splits
+    where its resources need different operations. Versions, scope, names and selectors are not compared: over
+    them the entry is kept wider than needed, never narrower."""
+    out: list[Obj] = []
+    for rule in rules:
+        split: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        for group in rule.get("apiGroups") or ():
+            for resource in rule.get("resources") or ():
+                ops = tuple(op for op in rule.get("operations") or ()
+                            if any(_covers_request(p, group, resource, op) for p in policies))
+                if ops:
+                    split.setdefault((group, ops), []).append(resource)
+        for (group, ops), resources in split.items():
+            out.append({**copy.deepcopy(dict(rule)), "apiGroups": [group], "operations": list(ops),
+                        "resources": resources})
+    return out
+
+
+def policy_webhooks(template: Mapping[str, Any], policies: PolicyDemand | None) -> Obj:
+    """The webhook configuration `template` with its policy-only entries (those calling a path of
+    `POLICY_PATHS`) kept only while a policy of their phase could match, their rules cut down to what the
+    policies could match; an entry nothing is left of is dropped. `policies` None: every entry as written.
+
+    Nothing is lost: such an entry answers allow-without-patch to whatever no policy of its phase matches."""
+    config = copy.deepcopy(dict(template))
+    if policies is None:
+        return config
+    hooks: list[Obj] = []
+    for hook in config.get("webhooks") or []:
+        phase = POLICY_PATHS.get(((hook.get("clientConfig") or {}).get("service") or {}).get("path") or "")
+        if phase is None:
+            hooks.append(hook)
+            continue
+        rules = _narrowed_rules(hook.get("rules") or [], policies.phase(phase))
+        if rules:
+            hooks.append({**hook, "rules": rules})
+    config["webhooks"] = hooks
     return config
 
 
@@ -341,12 +471,64 @@ def _retry(fn: Callable[[], str], *, attempts: int, counter: list[int]) -> str:
     raise AssertionError("unreachable")
 
 
+def _sync_config(client: Any, desired: Obj, *, create: bool) -> str:
+    """Make the stored configuration hold `desired`'s webhooks, labels and annotations: created (when `create`),
+    updated or unchanged; `absent` when it does not exist and `create` is False."""
+    rt = _CONFIG_TYPES[desired["kind"]]
+    meta = desired.get("metadata") or {}
+    try:
+        current = client.get(rt, meta["name"])
+    except errors.NotFound:
+        if not create:
+            return "absent"
+        client.create(rt, desired)
+        return "created"
+    have = current.get("metadata") or {}
+    if (_covers(desired.get("webhooks") or [], current.get("webhooks") or [])
+            and _covers(meta.get("labels") or {}, have.get("labels") or {})
+            and _covers(meta.get("annotations") or {}, have.get("annotations") or {})):
+        return "unchanged"
+    body = copy.deepcopy(current)
+    body["webhooks"] = desired.get("webhooks") or []
+    for key in ("labels", "annotations"):
+        body.setdefault("metadata", {}).setdefault(key, {}).update(meta.get(key) or {})
+    client.update(rt, body)  # carries resourceVersion: a concurrent writer → 409, re-read and retried
+    return "updated"
+
+
+def sync_policy_webhooks(client: Any, templates: Iterable[Mapping[str, Any]], policies: PolicyDemand | None, *,
+                         attempts: int = 8) -> dict[str, str]:
+    """Register the policy-only entries the AdmissionPolicies in force need, and only those, in the
+    configurations `ensure` made, rendered as `ensure` rendered them (`render_parameters`): name → updated |
+    unchanged | absent (not created yet: `ensure` will) | foreign (not made by `ensure`: left alone).
+    Level-based and idempotent; called on every policy change and periodically."""
+    out: dict[str, str] = {}
+    conflicts = [0]
+    for template in templates:
+        name = (template.get("metadata") or {}).get("name") or ""
+        rt = _CONFIG_TYPES[template["kind"]]
+
+        def sync(template: Mapping[str, Any] = template, rt: ResourceType = rt, name: str = name) -> str:
+            try:
+                current = client.get(rt, name)
+            except errors.NotFound:
+                return "absent"
+            params = render_parameters(current)
+            if params is None:
+                return "foreign"
+            return _sync_config(client, render(template, policies=policies, **params), create=False)
+
+        out[name] = _retry(sync, attempts=attempts, counter=conflicts)
+    return out
+
+
 def ensure(client: Any, *, namespace: str, secret_name: str, hosts: Sequence[str],
            templates: Iterable[Mapping[str, Any]] = (), url: str | None = None, service: str | None = None,
            out_dir: str | os.PathLike[str] | None = None, days: int = DEFAULT_DAYS,
            ca_days: int = DEFAULT_CA_DAYS, scheduler_names: Sequence[str] | None = None,
-           now: dt.datetime | None = None, attempts: int = 8) -> EnsureResult:
+           policies: PolicyDemand | None = None, now: dt.datetime | None = None, attempts: int = 8) -> EnsureResult:
     """Bring the Secret, the webhook configurations and `out_dir` up to date (idempotent; 409s re-read and retried).
+    `policies`: what the AdmissionPolicies in force could match (`policy_webhooks`); None registers every entry.
 
     `client` is a `kube.client.ClusterClient`; the namespace is created when absent. `now` is the clock the
     decisions use (tests move it forward); new certificates are always valid from the real present, since a
@@ -398,28 +580,9 @@ def ensure(client: Any, *, namespace: str, secret_name: str, hosts: Sequence[str
 
     for template in templates:
         desired = render(template, ca_bundle=bundle, namespace=namespace, service=service, url=url,
-                         scheduler_names=scheduler_names)
-        rt = _CONFIG_TYPES[desired["kind"]]
-        name = desired["metadata"]["name"]
-
-        def sync_config(desired: Obj = desired, rt: ResourceType = rt, name: str = name) -> str:
-            try:
-                current = client.get(rt, name)
-            except errors.NotFound:
-                client.create(rt, desired)
-                return "created"
-            if (_covers(desired.get("webhooks"), current.get("webhooks"))
-                    and _covers((desired.get("metadata") or {}).get("labels") or {},
-                                (current.get("metadata") or {}).get("labels") or {})):
-                return "unchanged"
-            body = copy.deepcopy(current)
-            body["webhooks"] = desired["webhooks"]
-            body.setdefault("metadata", {}).setdefault("labels", {}).update(
-                (desired.get("metadata") or {}).get("labels") or {})
-            client.update(rt, body)
-            return "updated"
-
-        result.configurations[name] = _retry(sync_config, attempts=attempts, counter=conflicts)
+                         scheduler_names=scheduler_names, policies=policies)
+        result.configurations[desired["metadata"]["name"]] = _retry(
+            lambda desired=desired: _sync_config(client, desired, create=True), attempts=attempts, counter=conflicts)
 
     if out_dir is not None:
         result.files_changed = write_files(material, out_dir, now=now)

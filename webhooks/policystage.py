@@ -27,7 +27,10 @@ from typing import Any
 
 import jsonpatch
 
-from lahar.policies import events
+from lahar.certs.bundles import PolicyDemand
+from lahar.kube import errors
+from lahar.kube.resources import ResourceType
+from lahar.policies import events, loading
 from lahar.policies import metrics as policy_metrics
 from lahar.policies.admission_policies import CompiledPolicy, PolicyStage, Result, apply_patch, policy_stage
 from lahar.webhooks.lookups import Lookups
@@ -41,6 +44,8 @@ __all__ = [
     "AuditSink",
     "Policies",
     "after_rules",
+    "cluster_demand",
+    "demand_of",
     "handled_by_rules",
     "run",
 ]
@@ -75,6 +80,41 @@ class Policies:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def demand(self) -> PolicyDemand:
+        """What these policies could match, per phase (`certs.bundles.policy_webhooks` registers that much)."""
+        return demand_of(self.mutating, self.validating)
+
+
+def _rules(policies: Iterable[CompiledPolicy]) -> tuple[dict[str, tuple[str, ...]], ...]:
+    return tuple({"apiGroups": r.api_groups, "resources": r.resources, "operations": r.operations}
+                 for p in policies for r in p.spec.match_constraints.resource_rules)
+
+
+def demand_of(mutating: Iterable[CompiledPolicy], validating: Iterable[CompiledPolicy]) -> PolicyDemand:
+    """The resource rules of the policies with mutations and of those with validations, as plain data."""
+    return PolicyDemand(mutating=_rules(mutating), validating=_rules(validating))
+
+
+_CONFIGMAPS = ResourceType(group="", version="v1", kind="ConfigMap", plural="configmaps", namespaced=True)
+
+
+def cluster_demand(client: Any, *, namespace: str | None) -> PolicyDemand | None:
+    """What the policy ConfigMaps stored in `namespace` (every namespace: None) could match, for `certs ensure`;
+    a ConfigMap that does not parse counts as a policy matching anything (the webhook keeps its last good
+    version in force). None when the ConfigMaps cannot be listed: then every entry stays registered."""
+    try:
+        items = client.list(_CONFIGMAPS, namespace=namespace, label_selector=f"{loading.POLICY_LABEL}=true")["items"]
+    except (errors.Forbidden, errors.NotFound) as e:
+        log.warning("webhooks: cannot list the policy ConfigMaps (%s); registering every policy webhook", e)
+        return None
+    compiled: list[CompiledPolicy] = []
+    for cm in items:
+        try:
+            compiled.extend(loading.parse_policy_configmap(cm))
+        except Exception:  # noqa: BLE001 - a bad ConfigMap is the loader's to report; here it only widens
+            return PolicyDemand.everything()
+    return Policies.of(compiled).demand()
 
 
 NO_POLICIES = Policies()

@@ -62,12 +62,15 @@ def ensure(
     """Keep the CA and serving certificate in a Secret, renewing them in time, and register lahar's webhooks.
 
     Renews when less than a third of a certificate's lifetime remains; writes `caBundle` into the configurations
-    of --manifests (creating them if absent). Safe to run from several replicas at once.
+    of --manifests (creating them if absent). The entries that only run AdmissionPolicies (/policies/mutate,
+    /policies/validate) are registered only as far as the policy ConfigMaps in --namespace could match; the
+    webhook keeps them so as policies come and go. Safe to run from several replicas at once.
     """
     from lahar.certs import authority, bundles
     from lahar.kube import errors
     from lahar.kube import kubeconfig as kubeconfigs
     from lahar.kube.rest import RestClient
+    from lahar.webhooks import policystage
 
     hosts = authority.serving_hosts(service, namespace)
     if url:
@@ -88,7 +91,9 @@ def ensure(
                 result = bundles.ensure(client, namespace=namespace, secret_name=secret, hosts=hosts,
                                         templates=templates, url=url, service=None if url else service,
                                         out_dir=out, days=days, ca_days=ca_days,
-                                        scheduler_names=scheduler_name or None)
+                                        scheduler_names=scheduler_name or None,
+                                        policies=policystage.cluster_demand(client, namespace=namespace)
+                                        if templates else None)
             except errors.ApiError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 if every <= 0:

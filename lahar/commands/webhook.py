@@ -71,29 +71,35 @@ class LiveAdmission:
     config: Any                # policies.loading.Loader[AdmissionConfig]
     policies: Any              # policies.loading.PolicyLoader
     audits: Any                # webhooks.policystage.AuditEvents
+    policy_webhooks: Any = None  # webhooks.registration.PolicyWebhooks, or None
 
     def stop(self) -> None:
+        if self.policy_webhooks is not None:
+            self.policy_webhooks.stop()
         self.watch.stop()
         self.audits.stop()
         self.lookups.stop()
 
 
 def live_admission(client: Any, *, namespace: str = "lahar-system", all_namespaces: bool = False,
-                   sync_timeout: float = 30.0, probe_interval: float = 5.0) -> LiveAdmission:
+                   sync_timeout: float = 30.0, probe_interval: float = 5.0,
+                   register_policy_webhooks: bool = True) -> LiveAdmission:
     """Informer look-ups, the app, and the ConfigMap watch that keeps its configuration and policies current:
     `lahar-admission-config` in `namespace`, policy ConfigMaps (`lahar.sh/policy: "true"`) in `namespace` (or in
-    every namespace with `all_namespaces`)."""
-    from lahar import validators
+    every namespace with `all_namespaces`). With `register_policy_webhooks`, the policy-only webhook entries are
+    registered while a policy in force could use them (`webhooks.registration`), updated on every policy change."""
+    from lahar import data, validators
+    from lahar.certs import bundles
     from lahar.policies import loading
     from lahar.policies.admission import AdmissionConfig
     from lahar.webhooks import app as webhook_app
     from lahar.webhooks import lookups as webhook_lookups
-    from lahar.webhooks import policystage
+    from lahar.webhooks import policystage, registration
 
     validators.register()
     lookups = webhook_lookups.InformerLookups(client, probe_interval=probe_interval).start()
     audits = policystage.AuditEvents(client).start()
-    watch = None
+    watch = registrar = None
     try:
         # answering before the caches are filled would deny jobs for "missing" queues: wait for them first
         if not lookups.wait_for_sync(sync_timeout):
@@ -108,13 +114,21 @@ def live_admission(client: Any, *, namespace: str = "lahar-system", all_namespac
         policies.on_change(lambda value: webhook_app.update_admission(app, policies=value))
         watch.start(timeout=sync_timeout)
         webhook_app.update_admission(app, config=config.current, policies=policies.current())
+        if register_policy_webhooks:
+            # after the app's swap (on_change runs in order): an entry is registered once this process enforces
+            registrar = registration.PolicyWebhooks(
+                client, bundles.load_templates(data.webhooks()),
+                lambda: app.state.admission.policies.demand())
+            policies.on_change(registrar.kick)
+            registrar.start()
     except BaseException:
         if watch is not None:
             watch.stop()
         audits.stop()
         lookups.stop()
         raise
-    return LiveAdmission(app=app, lookups=lookups, watch=watch, config=config, policies=policies, audits=audits)
+    return LiveAdmission(app=app, lookups=lookups, watch=watch, config=config, policies=policies, audits=audits,
+                         policy_webhooks=registrar)
 
 
 def _static_policies(paths: list[Path]) -> list[Any]:

@@ -213,8 +213,11 @@ class Stack:
         webhook, rest = self.children[0], self.children[1:]
         webhook.spawn()
         self._wait_webhook(webhook, certs_dir / "ca.crt")
+        from lahar.webhooks import policystage
+
         result = bundles.ensure(client, namespace="lahar-system", secret_name="lahar-webhook-certs", hosts=hosts,
-                                templates=bundles.load_templates(WEBHOOKS_DIR), url=url, out_dir=certs_dir)
+                                templates=bundles.load_templates(WEBHOOKS_DIR), url=url, out_dir=certs_dir,
+                                policies=policystage.cluster_demand(client, namespace="lahar-system"))
         for line in result.summary():
             log.debug("certs: %s", line)
         self.out(f"webhook: {url} (registered from {WEBHOOKS_DIR})")

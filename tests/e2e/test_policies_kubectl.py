@@ -7,7 +7,10 @@ Audit Events) served in-process over HTTPS, registered by `lahar certs ensure --
 - a policy ConfigMap that does not compile is refused at `kubectl apply` with the CEL error and its position;
 - a bad `lahar-admission-config` / `lahar-scheduler-configmap` is refused naming the field; a good one reaches the
   rules live (a new first scheduler name);
-- Warn + Audit: kubectl prints the warning, the Job gets a PolicyViolation Event.
+- Warn + Audit: kubectl prints the warning, the Job gets a PolicyViolation Event;
+- the policy-only webhook entries: absent while no policy exists; a policy ConfigMap for pods of another
+  scheduler registers validatepolicy.lahar.sh (and only it), which then denies such a pod; deleting the ConfigMap
+  unregisters it.
 Helpers (kubectl wrapper, `lahar` runner, object builders) come from `test_admission_kubectl`.
 """
 
@@ -109,11 +112,58 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         stack.close()
 
 
+def registered(live: Live) -> set[str]:
+    return {h["name"] for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+            for c in live.kubectl.json("get", kind)["items"] for h in c.get("webhooks") or []}
+
+
 def test_lahars_webhooks_are_registered(live: Live) -> None:
-    hooks = {h["name"] for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
-             for c in live.kubectl.json("get", kind)["items"] for h in c["webhooks"]}
-    assert {"validateconfigmap.lahar.sh", "validatepolicy.lahar.sh", "mutatepolicy.lahar.sh",
-            "validatejob.volcano.sh"} <= hooks
+    hooks = registered(live)
+    assert {"validateconfigmap.lahar.sh", "validatejob.volcano.sh", "mutatepod.volcano.sh"} <= hooks
+    assert not hooks & {"validatepolicy.lahar.sh", "mutatepolicy.lahar.sh"}  # no AdmissionPolicy yet
+
+
+def other_scheduler_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+NO_BARE_PODS = """apiVersion: lahar.sh/v1alpha1
+kind: AdmissionPolicy
+metadata: {name: no-bare-pods}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: ["*"], operations: [CREATE], resources: [pods]}]
+  validations:
+  - expression: "has(object.metadata.labels) && 'owner' in object.metadata.labels"
+    message: a pod of another scheduler needs an owner label
+    reason: Forbidden
+  validationActions: [Deny]
+"""
+
+
+def test_a_policy_registers_its_webhook_which_denies_and_deleting_it_unregisters_it(live: Live) -> None:
+    assert "created" in live.kubectl.apply(other_scheduler_pod("before"), live.ns).stdout
+    sent = time.monotonic()
+    live.kubectl.apply(policy_configmap("pod-policy", NO_BARE_PODS))
+    try:
+        in_force = live.wait_for(lambda: "no-bare-pods" in live.policies(), timeout=10.0, since=sent)
+        took = live.wait_for(lambda: "validatepolicy.lahar.sh" in registered(live), timeout=10.0, since=sent)
+        print(f"policy in force {in_force * 1000:.0f} ms after `kubectl apply` started")
+        print(f"validatepolicy.lahar.sh registered {took * 1000:.0f} ms after `kubectl apply` started")
+        assert "mutatepolicy.lahar.sh" not in registered(live)   # the policy has no mutations
+        [config] = live.kubectl.json("get", "validatingwebhookconfiguration")["items"]
+        [hook] = [h for h in config["webhooks"] if h["name"] == "validatepolicy.lahar.sh"]
+        assert [(r["apiGroups"], r["resources"], r["operations"]) for r in hook["rules"]] == [
+            ([""], ["pods"], ["CREATE"])]
+        message = denial(live.kubectl.apply(other_scheduler_pod("bare"), live.ns, check=False))
+        assert 'admission webhook "validatepolicy.lahar.sh" denied the request: ' in message, message
+        assert "a pod of another scheduler needs an owner label" in message, message
+    finally:
+        live.kubectl("delete", "configmap", "pod-policy", "-n", NS)
+    took = live.wait_for(lambda: "validatepolicy.lahar.sh" not in registered(live), timeout=10.0)
+    print(f"validatepolicy.lahar.sh unregistered {took * 1000:.0f} ms after `kubectl delete` returned")
+    assert "created" in live.kubectl.apply(other_scheduler_pod("bare"), live.ns).stdout
 
 
 def test_policy_configmap_denies_the_next_job_within_2s(live: Live) -> None:
