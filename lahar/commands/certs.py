@@ -58,12 +58,17 @@ def ensure(
     ca_days: int = typer.Option(3650, "--ca-days", help="CA lifetime in days."),
     host: list[str] = typer.Option([], "--host", help="Extra SAN (DNS name or IP); repeatable."),
     every: float = typer.Option(0.0, help="Keep running and check again every N seconds (0: once)."),
+    all_namespaces_policies: bool = typer.Option(
+        False, "--policies-from-all-namespaces",
+        help="Count the policy ConfigMaps of every namespace, as `lahar webhook --policies-from-all-namespaces` "
+             "loads them (give both the same flag, or the two would register different policy entries)."),
 ) -> None:
     """Keep the CA and serving certificate in a Secret, renewing them in time, and register lahar's webhooks.
 
     Renews when less than a third of a certificate's lifetime remains; writes `caBundle` into the configurations
     of --manifests (creating them if absent). The entries that only run AdmissionPolicies (/policies/mutate,
-    /policies/validate) are registered only as far as the policy ConfigMaps in --namespace could match; the
+    /policies/validate) are registered only as far as the policy ConfigMaps in --namespace (every namespace with
+    --policies-from-all-namespaces) could match; the
     webhook keeps them so as policies come and go. Safe to run from several replicas at once.
     """
     from lahar.certs import authority, bundles
@@ -92,7 +97,8 @@ def ensure(
                                         templates=templates, url=url, service=None if url else service,
                                         out_dir=out, days=days, ca_days=ca_days,
                                         scheduler_names=scheduler_name or None,
-                                        policies=policystage.cluster_demand(client, namespace=namespace)
+                                        policies=policystage.cluster_demand(
+                                            client, namespace=None if all_namespaces_policies else namespace)
                                         if templates else None)
             except errors.ApiError as exc:
                 typer.echo(f"error: {exc}", err=True)

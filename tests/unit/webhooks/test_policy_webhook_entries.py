@@ -152,24 +152,30 @@ def _policy_configmap(name: str, text: str, *, namespace: str = "lahar-system") 
             "metadata": {"name": name, "namespace": namespace, "labels": {"lahar.sh/policy": "true"}}}
 
 
-CLUSTERS = [
-    ("no-configmaps", [], PolicyDemand()),
-    ("one-validating-policy", [_policy_configmap("p", policy("v", resources="[pods]", groups='[""]'))],
+_PODS_ONLY = policy("v", resources="[pods]", groups='[""]')
+CLUSTERS = [  # (id, ConfigMaps, the namespace read (None: every one, --policies-from-all-namespaces), demand)
+    ("no-configmaps", [], "lahar-system", PolicyDemand()),
+    ("one-validating-policy", [_policy_configmap("p", _PODS_ONLY)], "lahar-system",
      PolicyDemand(validating=_rules((("",), ("pods",), ("CREATE", "UPDATE"))))),
-    ("other-namespace-ignored", [_policy_configmap("p", policy("v"), namespace="team-a")], PolicyDemand()),
-    ("unparsable-counts-as-anything", [_policy_configmap("p", "kind: [")], PolicyDemand.everything()),
+    ("other-namespace-ignored", [_policy_configmap("p", policy("v"), namespace="team-a")], "lahar-system",
+     PolicyDemand()),
+    ("other-namespace-counted-from-all-namespaces", [_policy_configmap("p", _PODS_ONLY, namespace="team-a")], None,
+     PolicyDemand(validating=_rules((("",), ("pods",), ("CREATE", "UPDATE"))))),
+    ("unparsable-counts-as-anything", [_policy_configmap("p", "kind: [")], "lahar-system", PolicyDemand.everything()),
 ]
 
 
-@pytest.mark.parametrize(("configmaps", "expected"), [c[1:] for c in CLUSTERS], ids=[c[0] for c in CLUSTERS])
-def test_cluster_demand_reads_the_policy_configmaps(configmaps: list[dict], expected: PolicyDemand) -> None:
+@pytest.mark.parametrize(("configmaps", "namespace", "expected"), [c[1:] for c in CLUSTERS],
+                         ids=[c[0] for c in CLUSTERS])
+def test_cluster_demand_reads_the_policy_configmaps(configmaps: list[dict], namespace: str | None,
+                                                    expected: PolicyDemand) -> None:
     client = MemoryClient()
     namespaces = next(rt for rt in client.registry if rt.plural == "namespaces")
     for ns in ("lahar-system", "team-a"):
         client.create(namespaces, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for cm in configmaps:
         client.create(CONFIGMAPS, cm, namespace=cm["metadata"]["namespace"])
-    assert policystage.cluster_demand(client, namespace="lahar-system") == expected
+    assert policystage.cluster_demand(client, namespace=namespace) == expected
 
 
 # --- the shell: webhooks.registration.PolicyWebhooks ----------------------------------------------------------------
