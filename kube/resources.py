@@ -150,6 +150,8 @@ def core() -> list[ResourceType]:
         _rt("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
         _rt("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
         _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+        _rt("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+        _rt("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", True),
         _rt("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
         # Dynamic Resource Allocation, structured parameters (scheduler/devices/dra.py allocates the claims)
         _rt("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),

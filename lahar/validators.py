@@ -28,7 +28,9 @@ def parse_scheduler_configmap(cm: Mapping[str, Any]) -> Any:
         raise ConfigError([(where, "required key is missing")], source=f"ConfigMap {loading.key_of(cm)}")
     registry = in_tree_registry()
     try:
-        return confs.load(text, actions=registry.action_names, plugins=registry.plugin_names)
+        conf = confs.load(text, actions=registry.action_names, plugins=registry.plugin_names)
+        registry.check_arguments(conf)
+        return conf
     except confs.ConfError as e:
         raise ConfigError([(where, " ".join(str(e).split()))], source=f"ConfigMap {loading.key_of(cm)}") from None
 

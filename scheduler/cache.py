@@ -49,6 +49,8 @@ _OPTIONAL_KINDS = {
     "persistentvolumes": ("", "v1", "persistentvolumes"),
     "storageclasses": ("storage.k8s.io", "v1", "storageclasses"),
     "csinodes": ("storage.k8s.io", "v1", "csinodes"),
+    "csidrivers": ("storage.k8s.io", "v1", "csidrivers"),  # which drivers opt into storage capacity tracking
+    "csistoragecapacities": ("storage.k8s.io", "v1", "csistoragecapacities"),
     # Dynamic Resource Allocation (plugins/_dra, devices/dra; claims allocated at commit)
     "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims"),
     "resourceslices": ("resource.k8s.io", "v1", "resourceslices"),
@@ -206,6 +208,7 @@ class ConfSource:
             if text is None:
                 raise confs.ConfError(f"ConfigMap {meta.get('namespace')}/{meta['name']} has no key {self.key!r}")
             conf = confs.load(text, actions=self.registry.action_names, plugins=self.registry.plugin_names)
+            self.registry.check_arguments(conf)
         except confs.ConfError as e:
             log.error("scheduler configuration %s rejected, keeping %s: %s", version, self._state.source, e)
             self._state = ConfState(self._state.conf, self._state.source, str(e))

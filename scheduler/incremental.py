@@ -26,8 +26,8 @@ __all__ = ["EXTRA_KINDS", "KINDS", "SnapshotInputs"]
 Obj = Mapping[str, Any]
 
 EXTRA_KINDS = ("numatopologies", "devices", "namespaces", "hypernodes", "poddisruptionbudgets", "resourcequotas",
-               "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "resourceclaims",
-               "resourceslices", "deviceclasses")
+               "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "csidrivers",
+               "csistoragecapacities", "resourceclaims", "resourceslices", "deviceclasses")
 _NO_MAX_PODS = 2**63 - 1  # np.iinfo(np.int64).max, as build() uses for nodes without allocatable pods
 KINDS = ("pods", "nodes", "podgroups", "queues", "priority_classes", *EXTRA_KINDS)
 

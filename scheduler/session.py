@@ -25,7 +25,7 @@ __all__ = ["list_objects", "run_once", "run_session"]
 
 _OPTIONAL = frozenset({"numatopologies", "devices", "hypernodes", "poddisruptionbudgets", "resourcequotas",
                        "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes",
-                       "resourceclaims", "resourceslices", "deviceclasses"})
+                       "csidrivers", "csistoragecapacities", "resourceclaims", "resourceslices", "deviceclasses"})
 
 
 def run_session(snapshot: snapshots.Snapshot, conf: SchedulerConf, *, registry: Registry | None = None,
@@ -81,6 +81,8 @@ def list_objects(client: ClusterClient) -> dict[str, list[dict]]:
         "persistentvolumes": ("", "v1", "persistentvolumes"),
         "storageclasses": ("storage.k8s.io", "v1", "storageclasses"),
         "csinodes": ("storage.k8s.io", "v1", "csinodes"),
+        "csidrivers": ("storage.k8s.io", "v1", "csidrivers"),
+        "csistoragecapacities": ("storage.k8s.io", "v1", "csistoragecapacities"),
         "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims"),
         "resourceslices": ("resource.k8s.io", "v1", "resourceslices"),
         "deviceclasses": ("resource.k8s.io", "v1", "deviceclasses"),

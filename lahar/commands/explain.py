@@ -256,7 +256,8 @@ def register(app: typer.Typer) -> None:
 
 _SERVER_FIELDS = ("resourceVersion", "managedFields", "selfLink", "generation")
 _SEED_ORDER = ("priority_classes", "queues", "nodes", "numatopologies", "devices", "hypernodes",
-               "poddisruptionbudgets", "storageclasses", "csinodes", "persistentvolumes", "persistentvolumeclaims",
+               "poddisruptionbudgets", "storageclasses", "csinodes", "csidrivers",
+               "csistoragecapacities", "persistentvolumes", "persistentvolumeclaims",
                "podgroups", "pods")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lahar.scheduler.framework.conf import ConfError, SchedulerConf
 from lahar.scheduler.framework.hooks import Action, Plugin
 
 __all__ = ["ActionFactory", "PluginFactory", "Registry"]
@@ -48,6 +49,18 @@ class Registry:
         except KeyError:
             raise KeyError(f"failed to find Action {name}") from None
         return factory(dict(arguments or {}))
+
+    def check_arguments(self, conf: SchedulerConf) -> None:
+        """Build each configured plugin once, so an argument its factory refuses (a `ValueError` naming the field)
+        is a `ConfError` when the conf is loaded, not a failed session."""
+        for tier in conf.tiers:
+            for option in tier.plugins:
+                if option.name not in self._plugins:
+                    continue
+                try:
+                    self.plugin(option.name, option.arguments)
+                except ValueError as e:
+                    raise ConfError(f"plugin {option.name}: arguments: {e}") from None
 
     @property
     def plugin_names(self) -> list[str]:

@@ -581,15 +581,16 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
           resourcequotas: Iterable[Mapping[str, Any]] = (),
           persistentvolumeclaims: Iterable[Mapping[str, Any]] = (),
           persistentvolumes: Iterable[Mapping[str, Any]] = (), storageclasses: Iterable[Mapping[str, Any]] = (),
-          csinodes: Iterable[Mapping[str, Any]] = (), resourceclaims: Iterable[Mapping[str, Any]] = (),
+          csinodes: Iterable[Mapping[str, Any]] = (), csidrivers: Iterable[Mapping[str, Any]] = (),
+          csistoragecapacities: Iterable[Mapping[str, Any]] = (), resourceclaims: Iterable[Mapping[str, Any]] = (),
           resourceslices: Iterable[Mapping[str, Any]] = (), deviceclasses: Iterable[Mapping[str, Any]] = ()) -> Snapshot:
     """A snapshot from API objects, like Volcano's cache.Snapshot(): Ready nodes only; jobs need a PodGroup and a
     known queue; every non-terminated pod bound to a node counts there, whichever scheduler placed it.
     Numatopology and Device objects (one per node, named after it), Namespaces (for pod affinity
     namespaceSelector), HyperNodes (the network topology, framework/hypernodes.py) and PodDisruptionBudgets (by
     namespace/name, for gangpreempt / gangreclaim and plugins/pdb) and ResourceQuotas (by namespace/name, for
-    plugins/resourcequota), and PVCs (by namespace/name), PVs, StorageClasses and CSINodes (by name, for the volume
-    predicates), and ResourceClaims (by namespace/name), ResourceSlices and DeviceClasses (by name, for DRA) are kept
+    plugins/resourcequota), and PVCs (by namespace/name), PVs, StorageClasses, CSINodes and CSIDrivers (by name) and
+    CSIStorageCapacities (by namespace/name, for the volume predicates), and ResourceClaims (by namespace/name), ResourceSlices and DeviceClasses (by name, for DRA) are kept
     as `Snapshot.extras`."""
     pods = list(pods)
     ready_nodes = [n for n in nodes if node_ready(n)]
@@ -666,6 +667,9 @@ def build(*, pods: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str
               "persistentvolumes": {(o.get("metadata") or {}).get("name", ""): o for o in persistentvolumes},
               "storageclasses": {(o.get("metadata") or {}).get("name", ""): o for o in storageclasses},
               "csinodes": {(o.get("metadata") or {}).get("name", ""): o for o in csinodes},
+              "csidrivers": {(o.get("metadata") or {}).get("name", ""): o for o in csidrivers},
+              "csistoragecapacities": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
+                                       f"{(o.get('metadata') or {}).get('name', '')}": o for o in csistoragecapacities},
               "resourceclaims": {f"{(o.get('metadata') or {}).get('namespace', '')}/"
                                  f"{(o.get('metadata') or {}).get('name', '')}": o for o in resourceclaims},
               "resourceslices": {(o.get("metadata") or {}).get("name", ""): o for o in resourceslices},

@@ -1,9 +1,14 @@
 """predicates: which nodes a pod may run on — the kube-scheduler filters Volcano wraps (spec §5.4): max pods,
 unschedulable nodes, node selector and required node affinity, taints and tolerations, host ports, inter-pod
 affinity and anti-affinity, pod topology spread (DoNotSchedule), and the volume filters VolumeBinding,
-VolumeZone and NodeVolumeLimits (`_volumes`; binding at commit through `Decisions.volumes`), and, behind
+VolumeZone and NodeVolumeLimits (`_volumes`, with the CSIStorageCapacity check of claims to provision; binding at
+commit through `Decisions.volumes`), and, behind
 `predicate.DynamicResourceAllocationEnable` (off by default, as in Volcano), DynamicResources: a pod's
 ResourceClaims allocated from the node's ResourceSlices (`_dra`; written at commit through `Decisions.claims`).
+Behind `predicate.StorageCapacityScoringEnable` (off by default, as kube-scheduler's alpha StorageCapacityScoring
+gate that Volcano's volume scoring waits for) it also scores nodes (the NodeOrder hook, as Volcano's predicates
+BatchNodeOrder): VolumeBinding's Score, `volumebinding.shape` over the chosen static PVs or the CSIStorageCapacity of
+claims to provision, times `volumebinding.weight` (Volcano's names and default 1).
 
 Static checks (node labels, taints) are computed once per pod "signature" (node selector, required affinity,
 tolerations) as boolean masks over all nodes, vectorised per label key with numpy, and cached for the session.
@@ -53,6 +58,12 @@ __all__ = [
 ]
 
 
+def arg_int(args: Mapping[str, Any], key: str, default: int) -> int:
+    """Volcano framework.Get[int]: an int (a bool or anything else keeps the default)."""
+    v = args.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 def arg_bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
     """Volcano Arguments.GetBool: a bool, or a string strconv.ParseBool accepts; anything else keeps the default."""
     v = args.get(key)
@@ -96,6 +107,17 @@ class Predicates:
         self.volume_zone = arg_bool(args, "predicate.VolumeZoneEnable", True)
         self.volume_limits = arg_bool(args, "predicate.NodeVolumeLimitsEnable", True)
         self.dra = arg_bool(args, "predicate.DynamicResourceAllocationEnable", False)
+        # VolumeBinding's Score (kube-scheduler's StorageCapacityScoring gate; Volcano's volumebinding.* arguments)
+        self.storage_scoring = arg_bool(args, "predicate.StorageCapacityScoringEnable", False)
+        self.volume_weight = arg_int(args, "volumebinding.weight", 1)
+        self.volume_shape = _volumes.parse_shape(args.get("volumebinding.shape")) if self.storage_scoring \
+            else _volumes.DEFAULT_SHAPE
+        if self.storage_scoring and self.volumes:
+            self.node_order = self._volume_scores  # the hook only exists when switched on
+        self._storage = _volumes.StorageCapacities()
+        self._capacity_masks: dict[str, np.ndarray] = {}
+        # "ns/claim" → (CSIStorageCapacity key, bytes) of a claim to provision checked against a capacity this session
+        self._reservations: dict[str, tuple[str, int]] = {}
         self._dra: _dra.Claims | None = None
         self._claims: dict[str, Any] = {}
         self._pvs: dict[str, Any] = {}
@@ -122,6 +144,9 @@ class Predicates:
         self._pvs = dict(extras.get("persistentvolumes") or {})
         self._classes = dict(extras.get("storageclasses") or {})
         self._csi_limits = {name: _csi_limits(o) for name, o in (extras.get("csinodes") or {}).items()}
+        self._storage = _volumes.StorageCapacities(extras.get("csistoragecapacities"), extras.get("csidrivers"))
+        self._capacity_masks = {}
+        self._reservations = {}
         self._taken = {}
         self._volume_actions = {}
         self._provisioning = {}
@@ -146,6 +171,8 @@ class Predicates:
                         self._taken[a.volume] = key
                     else:
                         self._provisioning[key] = (task.node, self._provisioning.get(key, (task.node, 0))[1] + 1)
+                        if a.capacity_key and key not in self._reservations:
+                            self._reservations[key] = (a.capacity_key, a.requested)
         if self._dra is not None and task.node >= 0 and task.status is not TaskStatus.PIPELINED:
             self._dra.on_allocate(task, task.node)
 
@@ -162,6 +189,7 @@ class Predicates:
                     self._provisioning[key] = (node, count - 1)
                 else:
                     del self._provisioning[key]
+                    self._reservations.pop(key, None)
         if self._dra is not None:
             self._dra.on_deallocate(task)
 
@@ -192,11 +220,54 @@ class Predicates:
                     out.setdefault(driver, set()).add(f"{t.namespace}/{name}")
         return out
 
-    def _pod_volumes(self, task: Task, node: Any) -> tuple[_volumes.ClaimAnswer, list[_volumes.VolumeAction]]:
-        limits = self._csi_limits.get(node.name) if self.volume_limits else None
+    def _pod_volumes(self, task: Task, node: Any, *, limits: bool = True
+                     ) -> tuple[_volumes.ClaimAnswer, list[_volumes.VolumeAction]]:
+        csi = self._csi_limits.get(node.name) if self.volume_limits and limits else None
         return _volumes.pod_on_node(task.pod, node, claims=self._claims, pvs=self._pvs, classes=self._classes,
                                     taken=self._taken, zones=self.volume_zone, index=self._pv_index,
-                                    csi_limits=limits, attached=self._attached(node) if limits else None)
+                                    csi_limits=csi, attached=self._attached(node) if csi else None,
+                                    storage=self._storage, reserved=self._reserved())
+
+    def _reserved(self) -> dict[str, int]:
+        """CSIStorageCapacity key → bytes of the claims to provision checked against it this session."""
+        out: dict[str, int] = {}
+        for key, size in self._reservations.values():
+            out[key] = out.get(key, 0) + size
+        return out
+
+    def _capacity_mask(self, claim: Mapping[str, Any], sc: Mapping[str, Any]) -> np.ndarray | None:
+        """Nodes where a claim to provision with `sc` has room (`_volumes.enough_capacity` over every node), or
+        None when its driver does not track capacity or it requests no storage (nothing to check)."""
+        size = _volumes.claim_request(claim)
+        if size is None or not self._storage.tracked(str(sc.get("provisioner") or "")):
+            return None
+        assert self.ssn is not None
+        nodes = self.ssn.nodes
+        reserved = self._reserved()
+        room = np.zeros(len(nodes), dtype=bool)
+        for cap in self._storage.of_class(str((sc.get("metadata") or {}).get("name") or "")):
+            if not cap.fits(size, reserved.get(cap.key, 0)):
+                continue
+            reach = self._capacity_masks.get(cap.key)
+            if reach is None:  # node labels do not change in a session
+                reach = self._capacity_masks[cap.key] = np.fromiter((cap.reaches(n) for n in nodes), dtype=bool,
+                                                                    count=len(nodes))
+            room |= reach
+        return room
+
+    def _volume_scores(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
+        """VolumeBinding's Score on each candidate (0..100, `volumebinding.shape`) times `volumebinding.weight`:
+        over the static PVs the pod would take there, else its claims to provision against a CSIStorageCapacity;
+        0 for a pod without claims (kube-scheduler's PreScore skip)."""
+        out = np.zeros(len(candidates), dtype=np.float64)
+        if not self.volume_weight or not _volumes.pod_claims(task.pod):
+            return out
+        assert self.ssn is not None
+        for j, i in enumerate(candidates):
+            got, actions = self._pod_volumes(task, self.ssn.nodes[int(i)], limits=False)
+            if got.ok:
+                out[j] = _volumes.volume_score(actions, self.volume_shape) * self.volume_weight
+        return out
 
     def _pv_masks(self, pv: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """(node affinity ok, zone ok) of one PV over every node, once per session (PVs do not change in it)."""
@@ -263,17 +334,26 @@ class Predicates:
             if st.reason or st.bound is not None:
                 continue
             me = f"{task.namespace}/{name}"
+            claim = self._claims[me]
+            sc_name = str((claim.get("spec") or {}).get("storageClassName") or "")
+            requested = _volumes.claim_request(claim) or 0
             if st.candidates:
                 m, rows = self._candidates(st.candidates)
                 hits = np.flatnonzero(m[:, node] & self._free_rows(rows, me))
                 if hits.size:
                     pv = st.candidates[int(hits[0])]
                     out.append(_volumes.VolumeAction(task.namespace, name, "bind",
-                                                     str((pv.get("metadata") or {}).get("name")), node_name))
+                                                     str((pv.get("metadata") or {}).get("name")), node_name,
+                                                     sc_name, requested, _volumes.pv_capacity(pv)))
                     self._taken[out[-1].volume] = me  # a second claim of the pod must not take it too
                     continue
             if st.provision is not None:
-                out.append(_volumes.VolumeAction(task.namespace, name, "provision", "", node_name))
+                cap = None
+                if me not in self._reservations:  # the claim's first pod this session: which capacity it draws on
+                    _, cap = _volumes.enough_capacity(claim, st.provision, self.ssn.nodes[node],
+                                                      storage=self._storage, reserved=self._reserved())
+                out.append(_volumes.VolumeAction(task.namespace, name, "provision", "", node_name, sc_name, requested,
+                                                 (cap.capacity or 0) if cap else 0, cap.key if cap else ""))
         return out
 
     def _volume_check(self, task: Task) -> Check | None:
@@ -318,7 +398,12 @@ class Predicates:
                 free = self._free_rows(rows, f"{task.namespace}/{name}")
                 ok = m[free].any(axis=0) if free.any() else ok
             if st.provision is not None:
-                ok |= self._class_mask(st.provision)
+                topology = self._class_mask(st.provision)
+                room = self._capacity_mask(self._claims[f"{task.namespace}/{name}"], st.provision)
+                if room is not None:  # CSIStorageCapacity: no room where the class could provision
+                    fail(topology & ~room & ~ok, _volumes.NOT_ENOUGH_SPACE, True)
+                    topology = topology & room
+                ok |= topology
             fail(~ok, _volumes.NODE_CONFLICT if st.candidates else _volumes.BIND_CONFLICT, False)
         if self.volume_limits and self._csi_limits and not bad.all():
             for i in np.flatnonzero(~bad):  # only nodes with a CSINode limit can fail NodeVolumeLimits
