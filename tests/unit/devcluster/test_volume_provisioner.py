@@ -104,7 +104,8 @@ def test_a_new_claim_gets_phase_pending() -> None:
 def test_storage_kinds_are_served() -> None:
     plurals = {(rt.group, rt.plural) for rt in resources.core()}
     assert {("", "persistentvolumeclaims"), ("", "persistentvolumes"), ("storage.k8s.io", "storageclasses"),
-            ("storage.k8s.io", "csinodes")} <= plurals
+            ("storage.k8s.io", "csinodes"), ("storage.k8s.io", "csidrivers"),
+            ("storage.k8s.io", "csistoragecapacities")} <= plurals
 
 
 def test_controllers_bind_an_immediate_claim_in_the_store() -> None:
