@@ -192,7 +192,7 @@ class Placement:
 
     def relevant(self, task: Task) -> tuple[bool, Any]:
         """(does this task need per-node planning at all, its device request)."""
-        shape = pod_shape(task.pod)
+        shape = self._shape(task)
         hit = self._by_shape.get(shape) if shape is not None else None
         if hit is not None:
             return hit[0]
@@ -200,6 +200,11 @@ class Placement:
         if shape is not None:
             self._by_shape[shape] = (got, None)
         return got
+
+    def _shape(self, task: Task) -> Any:
+        """`pod_shape` of the task's pod, kept across sessions by the pod's resourceVersion (a pending pod's shape
+        is asked in every session it waits through)."""
+        return self.derived.get("shape", task.uid, (task.pod,), lambda: pod_shape(task.pod))
 
     def _relevant(self, task: Task) -> tuple[bool, Any]:
         request = self.devices.device_request(task) if self.devices is not None else None
@@ -214,7 +219,7 @@ class Placement:
     def signature(self, task: Task) -> str:
         sig = self.signatures.get(task.uid)
         if sig is None:
-            shape = pod_shape(task.pod)
+            shape = self._shape(task)
             hit = self._by_shape.get(shape) if shape is not None else None
             sig = hit[1] if hit is not None else None
             if sig is None:
