@@ -152,8 +152,8 @@ def register(app: typer.Typer) -> None:
         manifest = {**manifest, "metadata": meta}
         registry = in_tree_registry()
         try:
-            c = (confs.load(conf.read_text(), actions=registry.action_names, plugins=registry.plugin_names)
-                 if conf is not None else confs.default_conf(registry.plugin_names))
+            c = (registry.load_conf(conf.read_text()) if conf is not None
+                 else confs.default_conf(registry.plugin_names))
         except confs.ConfError as e:
             typer.echo(f"error: {conf}: {e}", err=True)
             raise typer.Exit(2) from e
@@ -225,7 +225,7 @@ def register(app: typer.Typer) -> None:
         registry = in_tree_registry()
         try:
             if conf is not None:
-                c = confs.load(conf.read_text(), actions=registry.action_names, plugins=registry.plugin_names)
+                c = registry.load_conf(conf.read_text())
             else:
                 c = _with_topology(confs.default_conf(registry.plugin_names), registry)
         except confs.ConfError as e:

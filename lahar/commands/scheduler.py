@@ -95,8 +95,7 @@ def register(app: typer.Typer) -> None:
 
         registry = in_tree_registry()
         try:
-            c = confs.load(conf.read_text(), actions=registry.action_names,
-                           plugins=registry.plugin_names) if conf else None
+            c = registry.load_conf(conf.read_text()) if conf else None
         except confs.ConfError as e:
             typer.echo(f"error: {conf}: {e}", err=True)
             raise typer.Exit(2) from e

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lahar.scheduler.framework.conf import ConfError, SchedulerConf
+from lahar.scheduler.framework.conf import load as load_text
 from lahar.scheduler.framework.hooks import Action, Plugin
 
 __all__ = ["ActionFactory", "PluginFactory", "Registry"]
@@ -49,6 +50,13 @@ class Registry:
         except KeyError:
             raise KeyError(f"failed to find Action {name}") from None
         return factory(dict(arguments or {}))
+
+    def load_conf(self, text: str) -> SchedulerConf:
+        """A volcano-scheduler.conf against this registry's actions and plugins, with every plugin's arguments
+        checked (`check_arguments`): what the scheduler's ConfigMap loader does, for the CLI's `--conf` files."""
+        conf = load_text(text, actions=self.action_names, plugins=self.plugin_names)
+        self.check_arguments(conf)
+        return conf
 
     def check_arguments(self, conf: SchedulerConf) -> None:
         """Build each configured plugin once, so an argument its factory refuses (a `ValueError` naming the field)

@@ -66,6 +66,12 @@ def test_cli(tmp_path: Path) -> None:
     bad.write_text('actions: "allocate, nope"')
     r = CliRunner().invoke(app, ["simulate", "--snapshot", str(f), "--conf", str(bad)])
     assert r.exit_code == 2 and "failed to find Action nope" in r.output
+    bad.write_text(yaml.safe_dump({"actions": "allocate", "tiers": [{"plugins": [
+        {"name": "predicates", "arguments": {"predicate.StorageCapacityScoringEnable": True,
+                                             "volumebinding.shape": [{"utilization": 101, "score": 1}]}}]}]}))
+    r = CliRunner().invoke(app, ["simulate", "--snapshot", str(f), "--conf", str(bad)])
+    assert r.exit_code == 2, r.output
+    assert "plugin predicates: arguments: volumebinding.shape[0].utilization: Invalid value: 101" in r.output
 
 
 def test_documented_example_runs() -> None:
