@@ -171,7 +171,10 @@ class Supervisor(Multiprocess):
                           "killed, starting another", process.pid, self.review_timeout)
                 self.kills += 1
             elif process.process.is_alive() and (started.get(process.pid) is not None
-                                                 or process.ping(self.config.timeout_worker_healthcheck)):
+                                                 or process.ping(self.config.timeout_worker_healthcheck)
+                                                 # a review that began after `started` was read holds the GIL
+                                                 # the ping waited for: busy, the watchdog's to judge
+                                                 or watchdog.started_at(self.watch_dir, process.pid) is not None):
                 continue
             process.kill()
             process.join()
