@@ -94,14 +94,21 @@ class Children:
             return None
 
     def ensure(self, obj: dict[str, Any], *, update: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
-        """Create `obj`; when it exists, keep it — or, with `update(current) -> changed`, write the change."""
+        """Create `obj`; when it exists, keep it — or, with `update(current) -> changed`, write the change. With
+        `update` (asked on every reconcile: the object exists but the first time) it reads first, one request
+        where a create answering AlreadyExists and then a read were two."""
         rt = self._rt(obj["apiVersion"], obj["kind"])
         ns = obj["metadata"].get("namespace")
-        try:
-            return self.client.create(rt, obj, namespace=ns)
-        except errors.AlreadyExists:
-            pass
-        current = self.client.get(rt, obj["metadata"]["name"], namespace=ns)
+        current = None
+        if update is not None:
+            with contextlib.suppress(errors.NotFound):
+                current = self.client.get(rt, obj["metadata"]["name"], namespace=ns)
+        if current is None:
+            try:
+                return self.client.create(rt, obj, namespace=ns)
+            except errors.AlreadyExists:
+                pass
+            current = self.client.get(rt, obj["metadata"]["name"], namespace=ns)
         if update is not None and update(current):
             return self.client.update(rt, current, namespace=ns)
         return current

@@ -71,6 +71,51 @@ def test_svc_hosts_file() -> None:
         "VC_WORK_ER_NUM": "2"}
 
 
+class _Counting:
+    """The cluster client port, counting the requests a plugin makes (calls through to a MemoryClient)."""
+
+    def __init__(self, client: MemoryClient) -> None:
+        self.client, self.calls = client, []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.client, name)
+        if name in ("get", "create", "update", "delete", "patch", "list"):
+            def call(*args: Any, **kwargs: Any) -> Any:
+                self.calls.append(name)
+                return attr(*args, **kwargs)
+            return call
+        return attr
+
+
+@pytest.mark.parametrize(("replicas", "want"), [(2, ["get"]), (3, ["get", "update"])],
+                         ids=["unchanged-hosts-one-read", "scaled-up-read-and-update"])
+def test_svc_update_reads_before_it_writes(replicas: int, want: list[str]) -> None:
+    counting = _Counting(MemoryClient())
+    children = jobplugins.Children(counting)  # type: ignore[arg-type]
+    j = job(("ps", 1), ("worker", 2))
+    plugin = svc.SvcPlugin([])
+    status: dict[str, Any] = {}
+    plugin.on_job_add(j, status, children)
+    j["spec"]["tasks"][1]["replicas"] = replicas
+    counting.calls.clear()
+    plugin.on_job_update(j, status, children)
+    assert counting.calls == want  # no create answering AlreadyExists on every reconcile
+
+
+def test_svc_update_creates_a_missing_hosts_configmap() -> None:
+    counting = _Counting(MemoryClient())
+    children = jobplugins.Children(counting)  # type: ignore[arg-type]
+    j = job(("ps", 1), ("worker", 2))
+    plugin = svc.SvcPlugin([])
+    status: dict[str, Any] = {}
+    plugin.on_job_add(j, status, children)
+    children.delete("v1", "ConfigMap", "default", "tj-svc")
+    counting.calls.clear()
+    plugin.on_job_update(j, status, children)
+    assert counting.calls == ["get", "create"]
+    assert children.get("v1", "ConfigMap", "default", "tj-svc")["data"]["VC_WORKER_NUM"] == "2"
+
+
 def test_svc_plugin_pod_and_objects() -> None:
     client = MemoryClient()
     children = jobplugins.Children(client)
