@@ -87,28 +87,29 @@ class _Counting:
         return attr
 
 
-@pytest.mark.parametrize(("replicas", "want"), [(2, ["get"]), (3, ["get", "update"])],
-                         ids=["unchanged-hosts-one-read", "scaled-up-read-and-update"])
-def test_svc_update_reads_before_it_writes(replicas: int, want: list[str]) -> None:
+def _svc_job_counted() -> tuple[_Counting, jobplugins.Children, dict[str, Any], svc.SvcPlugin, dict[str, Any]]:
+    """A svc job added through a counting client, the count cleared: what `on_job_update` asks is what is left."""
     counting = _Counting(MemoryClient())
     children = jobplugins.Children(counting)  # type: ignore[arg-type]
     j = job(("ps", 1), ("worker", 2))
     plugin = svc.SvcPlugin([])
     status: dict[str, Any] = {}
     plugin.on_job_add(j, status, children)
-    j["spec"]["tasks"][1]["replicas"] = replicas
     counting.calls.clear()
+    return counting, children, j, plugin, status
+
+
+@pytest.mark.parametrize(("replicas", "want"), [(2, ["get"]), (3, ["get", "update"])],
+                         ids=["unchanged-hosts-one-read", "scaled-up-read-and-update"])
+def test_svc_update_reads_before_it_writes(replicas: int, want: list[str]) -> None:
+    counting, children, j, plugin, status = _svc_job_counted()
+    j["spec"]["tasks"][1]["replicas"] = replicas
     plugin.on_job_update(j, status, children)
     assert counting.calls == want  # no create answering AlreadyExists on every reconcile
 
 
 def test_svc_update_creates_a_missing_hosts_configmap() -> None:
-    counting = _Counting(MemoryClient())
-    children = jobplugins.Children(counting)  # type: ignore[arg-type]
-    j = job(("ps", 1), ("worker", 2))
-    plugin = svc.SvcPlugin([])
-    status: dict[str, Any] = {}
-    plugin.on_job_add(j, status, children)
+    counting, children, j, plugin, status = _svc_job_counted()
     children.delete("v1", "ConfigMap", "default", "tj-svc")
     counting.calls.clear()
     plugin.on_job_update(j, status, children)
