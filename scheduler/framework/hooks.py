@@ -10,9 +10,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
+if TYPE_CHECKING:
     from lahar.scheduler.framework.nodes import NodeArrays
     from lahar.scheduler.framework.session import Session
     from lahar.scheduler.framework.snapshot import Job, Queue, Task
@@ -38,6 +38,7 @@ __all__ = [
     "NodeFilter",
     "NodeOrder",
     "Overused",
+    "passing",
     "Plugin",
     "PrePredicate",
     "Predicate",
@@ -98,6 +99,23 @@ class NodeFilter:
     unresolvable: np.ndarray | None = None  # bool, shape (N,): failure is UNSCHEDULABLE_AND_UNRESOLVABLE
     # True: every node passed and `feasible` is a fresh array (the session's fast path takes it as it is)
     all_feasible: bool = False
+    # True: every node passed; `feasible` may be shared and read-only (`passing`): the session skips the answer
+    everywhere: bool = False
+
+
+_PASSING: dict[int, NodeFilter] = {}
+
+
+def passing(n: int) -> NodeFilter:
+    """The shared answer "every one of `n` nodes passes" (read-only), for a plugin with nothing to check."""
+    got = _PASSING.get(n)
+    if got is None:
+        feasible = np.ones(n, dtype=bool)
+        feasible.flags.writeable = False
+        if len(_PASSING) > 8:
+            _PASSING.clear()
+        got = _PASSING[n] = NodeFilter(feasible, everywhere=True)
+    return got
 
 
 @runtime_checkable

@@ -387,34 +387,39 @@ class Session:
         return None
 
     def predicate(self, task: Task) -> NodeFilter:
-        """AND of every plugin's vectorised predicate; a node's reason is the first plugin's that rejected it."""
+        """AND of every plugin's vectorised predicate; a node's reason is the first plugin's that rejected it. An
+        answer that passes every node (`everywhere`, `all_feasible`) is skipped."""
         n = len(self.arrays)
-        answers: list[tuple[Any, NodeFilter | None]] = [(p, None) for p in self._predicates]
-        if len(answers) == 1:  # the default conf: one predicate plugin; when it passes every node, its answer is ours
-            only = answers[0][0]
-            f = only.predicate(task, self.arrays)
-            if f.all_feasible:  # the plugin's promise: all True, a fresh array
-                return NodeFilter(f.feasible, None, self._resolvable, True)
-            if f.reasons is None and f.unresolvable is None and f.feasible.all():
-                return NodeFilter(np.array(f.feasible, dtype=bool), None, self._resolvable, True)
-            answers = [(only, f)]
-        feasible = np.ones(n, dtype=bool)
+        feasible: np.ndarray | None = None
         reasons: np.ndarray | None = None
-        unresolvable = np.zeros(n, dtype=bool)
-        for p, got in answers:
-            f = got if got is not None else p.predicate(task, self.arrays)
-            newly = feasible & ~f.feasible
-            if newly.any():
-                if reasons is None:
-                    reasons = np.full(n, None, dtype=object)
-                if f.reasons is not None:
-                    reasons[newly] = f.reasons[newly]
-                else:
-                    reasons[newly] = f"node(s) rejected by {p.name}"
-                if f.unresolvable is not None:
-                    unresolvable |= newly & f.unresolvable
-            feasible &= f.feasible
-        return NodeFilter(feasible, reasons, unresolvable)
+        unresolvable: np.ndarray | None = None
+        for p in self._predicates:
+            f = p.predicate(task, self.arrays)
+            if f.everywhere or f.all_feasible:
+                continue
+            if feasible is None:
+                feasible = np.array(f.feasible, dtype=bool)
+                newly = ~feasible
+                if not newly.any():
+                    continue
+            else:
+                newly = feasible & ~f.feasible
+                if not newly.any():
+                    continue
+                feasible &= f.feasible
+            if reasons is None:
+                reasons = np.full(n, None, dtype=object)
+            if f.reasons is not None:
+                reasons[newly] = f.reasons[newly]
+            else:
+                reasons[newly] = f"node(s) rejected by {p.name}"
+            if f.unresolvable is not None:
+                if unresolvable is None:
+                    unresolvable = np.zeros(n, dtype=bool)
+                unresolvable |= newly & f.unresolvable
+        if reasons is None:  # no node rejected: a fresh all-True array
+            return NodeFilter(np.ones(n, dtype=bool) if feasible is None else feasible, None, self._resolvable, True)
+        return NodeFilter(feasible, reasons, unresolvable if unresolvable is not None else self._resolvable)
 
     def predicate_nodes(self, task: Task) -> tuple[np.ndarray, FitErrors | None]:
         """Allocate's predicate: init request fits future idle, then the plugins. Fit errors when nothing passes."""

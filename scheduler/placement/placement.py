@@ -7,12 +7,11 @@ Sits between the snapshot (Volcano `Numatopology` objects) and the bind; plugins
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import NodeFilter, passing
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.placement.caches import derived
 from lahar.scheduler.placement.numatopology import (
@@ -115,7 +114,6 @@ class Placement:
         self.class_changes: list[int] = []  # node of every class change, in order (like NodeArrays.changes)
         self._memo: tuple[Any, NodeFilter] | None = None  # the last predicate (both plugins ask it in turn)
         self._cand_memo: tuple[Any, ...] | None = None
-        self._pass: NodeFilter | None = None
 
     def _class_id(self, node: int) -> int:
         token = (self.shape[node], self.held_key[node])
@@ -473,16 +471,14 @@ class Placement:
         n = len(arrays)
         relevant, request, key = self.task_info(task)
         if not relevant:
-            if self._pass is None or len(self._pass.feasible) != n:
-                self._pass = NodeFilter(_all_true(n))
-            return self._pass  # read-only: shared by every task that needs no planning
+            return passing(n)  # read-only: shared by every task that needs no planning
         memo_key = (key, self.version, arrays.version, n)
         if self._memo is not None and self._memo[0] == memo_key:
             return self._memo[1]  # numa-aware and deviceshare ask the same question in turn
         table = self._table(key)
         bad = self._rejected(table, task, request, arrays)
         if not bad.any():
-            got = NodeFilter(_all_true(n))
+            got = passing(n)
         else:
             cls = self.class_of
             reasons = np.full(n, None, dtype=object)
@@ -606,14 +602,6 @@ class Placement:
                                            for n, res in sorted(got.memory.items())}
             out.append(entry)
         return out
-
-
-@functools.lru_cache(maxsize=8)
-def _all_true(n: int) -> np.ndarray:
-    """A read-only all-True mask of `n` nodes (the usual predicate answer; shared, never written)."""
-    out = np.ones(n, dtype=bool)
-    out.flags.writeable = False
-    return out
 
 
 def _group(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from lahar.scheduler.devices import partitions as partitions_
 from lahar.scheduler.devices import rdma as rdmas
 from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import NodeFilter, passing
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.placement import DerivedCache, Placement, derived, placed_pods, placement
 from lahar.scheduler.topology import TopologyHint, hints
@@ -221,7 +221,7 @@ class DeviceShare:
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         assert self.placement is not None
         if self.placement.task_info(task)[1] is None:  # no device request
-            return NodeFilter(np.ones(len(nodes), dtype=bool))
+            return passing(len(nodes))
         return self.placement.predicate(task, nodes)
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
@@ -275,7 +275,7 @@ class DeviceShare:
         out: dict[str, list[TopologyHint] | None] = {}
         topo = self.placement.topology(node) if self.placement is not None else None
         numa_nodes = sorted(set(topo.numa_nodes if topo is not None else ()) | set(inv.numa_nodes)) or [0]
-        whole = self._whole_gpus(req, nd)
+        whole = self._whole_gpus(req, nd) if inv.gpus else 0  # no GPU identities: counted by allocatable alone
         if whole and not self._vgpu_vendor(req, nd):
             free = nd.free_gpus()
             if len(free) < whole:
@@ -359,7 +359,7 @@ class DeviceShare:
                 break
             else:
                 return failure
-        elif whole := self._whole_gpus(req, nd):
+        elif inv.gpus and (whole := self._whole_gpus(req, nd)):
             free = nd.free_gpus()
             if len(free) < whole:
                 return INSUFFICIENT_GPUS

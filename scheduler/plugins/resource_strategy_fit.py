@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import NodeFilter, passing
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
@@ -346,7 +346,6 @@ class ResourceStrategyFit:
         self._cache: RowCache | None = None
         self._scorings: dict[tuple[bytes, str | None], Scoring] = {}  # per request and pod scoring, this session
         self._pods: dict[tuple[Any, Any], Any] = {}  # (scoring-type, weight annotations) → pod_strategy
-        self._pass: NodeFilter | None = None  # every node passes (no `proportional`)
 
     def on_session_open(self, ssn: Session) -> None:
         self.names = ssn.resources.names
@@ -371,11 +370,7 @@ class ResourceStrategyFit:
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         n = len(nodes)
         if not self.proportional:
-            if self._pass is None or len(self._pass.feasible) != n:
-                feasible = np.ones(n, dtype=bool)
-                feasible.flags.writeable = False  # shared by every task of the session, never written
-                self._pass = NodeFilter(feasible)
-            return self._pass
+            return passing(n)
         reasons = proportional_filter(task.resreq, nodes.idle, nodes.allocatable, self.names, self.proportional)
         assert reasons is not None
         feasible = np.equal(reasons, None)

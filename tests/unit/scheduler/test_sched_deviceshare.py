@@ -370,3 +370,20 @@ def test_dynamic_mig_hints_offer_the_numa_nodes_of_mig_cards() -> None:
     req = dataclasses.replace(_vreq(1, memory=10000), vendor="hami", mode="mig")
     got = vgpu_hints(req, cards, Usage(), [0, 1], mig=True)
     assert _hints_txt(got["hami/vgpu/main"]) == [([0], True), ([0, 1], False)]
+
+
+def _plain_gpu_node(gpus: int) -> dict[str, Any]:
+    """A node of the plain NVIDIA device plugin: `nvidia.com/gpu` allocatable, no Device, no GPU annotations."""
+    alloc = {"cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "plain-0", "labels": {}},
+            "status": {"allocatable": alloc, "capacity": alloc}}
+
+
+def test_a_node_without_gpu_identities_takes_whole_gpus_by_count() -> None:
+    """Volcano's deviceshare does not judge `nvidia.com/gpu`; a node that names no card is left to the
+    allocatable check (it was refused as 'Insufficient nvidia.com/gpu devices'), and no card is recorded."""
+    _, d = session([dpod(f"p{i}", gpus=2) for i in range(4)], {"nodes": [_plain_gpu_node(8)]}, min_member=4)
+    assert len(d.binds) == 4
+    assert not any("scheduling.koordinator.sh/device-allocated" in a for a in d.annotations.values())
+    _, d = session([dpod(f"p{i}", gpus=3) for i in range(3)], {"nodes": [_plain_gpu_node(8)]}, min_member=3)
+    assert not d.binds  # the count still holds: 9 GPUs do not fit in 8
