@@ -205,7 +205,11 @@ def apply(client: ClusterClient, decisions: Decisions, *, workers: int = 16, eve
     """Write the decisions; API errors are collected in the result, never raised. Evicted pods are deleted with
     their own grace period unless `evict_grace_seconds` is given (the simulator uses 0: no kubelet to confirm).
     `volume_bind_timeout=None` binds a pod right after its volume writes, without waiting for its claims (offline
-    tools, where no PV controller runs); `sleep` is what the wait for claims calls between two reads."""
+    tools, where no PV controller runs); otherwise the conf's `volumebinding.bindTimeoutSeconds`
+    (`decisions.volume_bind_timeout`), when it gives one, bounds the wait. `sleep` is what the wait for claims
+    calls between two reads."""
+    if volume_bind_timeout is not None and decisions.volume_bind_timeout is not None:
+        volume_bind_timeout = decisions.volume_bind_timeout
     out = CommitResult(workers=max(1, workers))
     started = time.perf_counter()
     reg = client.registry

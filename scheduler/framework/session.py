@@ -96,6 +96,9 @@ class Decisions:
     # pod uid → ResourceClaims to write before its bind (plugins/_dra.py): {namespace, claim, node, pod, pod_uid,
     # allocation (None when the claim is already allocated: the pod only joins `reservedFor`)}
     claims: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # seconds a pod's bind waits for its claims, from the conf (predicates' `volumebinding.bindTimeoutSeconds`);
+    # None: commit's own bound
+    volume_bind_timeout: float | None = None
 
     def bind_map(self) -> dict[str, str]:
         return {f"{b.namespace}/{b.name}": b.node for b in self.binds}

@@ -64,6 +64,17 @@ def arg_int(args: Mapping[str, Any], key: str, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
+def bind_timeout_seconds(args: Mapping[str, Any]) -> int | None:
+    """`volumebinding.bindTimeoutSeconds`: an int as Volcano reads it (anything else: unset, None); a negative
+    one is refused with kube-scheduler's VolumeBindingArgs validation message."""
+    v = args.get("volumebinding.bindTimeoutSeconds")
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    if v < 0:
+        raise ValueError(f"volumebinding.bindTimeoutSeconds: invalid value {v}: should not be a negative value")
+    return v
+
+
 def arg_bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
     """Volcano Arguments.GetBool: a bool, or a string strconv.ParseBool accepts; anything else keeps the default."""
     v = args.get(key)
@@ -110,6 +121,7 @@ class Predicates:
         # VolumeBinding's Score (kube-scheduler's StorageCapacityScoring gate; Volcano's volumebinding.* arguments)
         self.storage_scoring = arg_bool(args, "predicate.StorageCapacityScoringEnable", False)
         self.volume_weight = arg_int(args, "volumebinding.weight", 1)
+        self.bind_timeout = bind_timeout_seconds(args)
         self.volume_shape = _volumes.parse_shape(args.get("volumebinding.shape")) if self.storage_scoring \
             else _volumes.DEFAULT_SHAPE
         if self.storage_scoring and self.volumes:
@@ -197,6 +209,8 @@ class Predicates:
         """Hand the volume and ResourceClaim actions of the tasks bound this session to commit
         (`Decisions.volumes`, `Decisions.claims`)."""
         bound = {b.uid for b in ssn.decisions.binds}
+        if self.bind_timeout is not None:
+            ssn.decisions.volume_bind_timeout = float(self.bind_timeout)
         if self._dra is not None:
             self._dra.close(bound, ssn.decisions)
         for uid, actions in self._volume_actions.items():

@@ -202,3 +202,36 @@ def test_the_wait_reads_again_until_its_timeout_on_its_clock() -> None:
         {"namespace": NS, "claim": "data-0", "kind": "provision", "volume": "", "node": "n1"}]},
         timeout=3, poll=0.5, sleep=sleeps.append, clock=lambda: float(next(ticks)))
     assert sleeps == [0.5, 0.5] and vb.TIMED_OUT in failed[f"{NS}/w0"], (sleeps, failed)
+
+
+@pytest.mark.parametrize(("args", "want"), [
+    ({}, None),
+    ({"volumebinding.bindTimeoutSeconds": 600}, 600),
+    ({"volumebinding.bindTimeoutSeconds": 0}, 0),
+    ({"volumebinding.bindTimeoutSeconds": "600"}, None),  # Volcano's framework.Get[int64]: not an int, unset
+    ({"volumebinding.bindTimeoutSeconds": True}, None),
+])
+def test_bind_timeout_argument(args: dict[str, Any], want: int | None) -> None:
+    from lahar.scheduler.plugins.predicates import bind_timeout_seconds
+    assert bind_timeout_seconds(args) == want
+
+
+def test_a_negative_bind_timeout_is_refused_when_the_conf_is_loaded() -> None:
+    from lahar.scheduler.framework.conf import ConfError
+    from lahar.scheduler.registry import in_tree_registry
+    with pytest.raises(ConfError, match=r"predicates: arguments: volumebinding.bindTimeoutSeconds: invalid value -5"):
+        in_tree_registry().load_conf(base._conf(**{"volumebinding.bindTimeoutSeconds": -5}))
+
+
+def test_the_confs_bind_timeout_bounds_the_wait() -> None:
+    """`volumebinding.bindTimeoutSeconds: 0`: the commit (30 s of its own) gives up at the first read."""
+    c = base._cluster([base.sc("local")], [], ["data-0", "data-1"])
+
+    def no_wait(_s: float) -> None:
+        raise AssertionError("the commit waited although the conf's bindTimeoutSeconds is 0")
+
+    decisions, result = base._session(c, base._conf(**{"volumebinding.bindTimeoutSeconds": 0}), sleep=no_wait,
+                                      volume_bind_timeout=30)
+    assert decisions.volume_bind_timeout == 0.0
+    assert result.bound == [] and set(result.bind_failures) == {"c1/w0", "c1/w1"}
+    assert all(vb.TIMED_OUT in r for r in result.bind_failures.values()), result.bind_failures
