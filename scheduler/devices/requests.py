@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lahar.kube import quantity
@@ -590,6 +590,20 @@ class DeviceRequest:
         """GPUs and RDMA must share PCIe ids: Koordinator `requiredScope: SamePCIe`, or lahar pairing on."""
         return bool(self.joint and self.joint.same_pcie and "rdma" in self.joint.device_types) or \
             self.pairing in ("same-pcie", "one-to-one")
+
+
+def with_group(request: DeviceRequest, pod: Mapping[str, Any]) -> DeviceRequest:
+    """`request`, parsed from another pod of the same shape, for `pod`: its vGPU requests carry `pod`'s PodGroup
+    name (the only thing `parse` reads that a pod shape leaves out)."""
+    group = _annotations(pod).get(GROUP_NAME_ANNOTATION, "")
+    volcano, hami = request.volcano, request.hami
+    if volcano is not None and volcano.group != group:
+        volcano = replace(volcano, group=group)
+    if hami is not None and hami.group != group:
+        hami = replace(hami, group=group)
+    if volcano is request.volcano and hami is request.hami:
+        return request
+    return replace(request, volcano=volcano, hami=hami)
 
 
 def parse(pod: Mapping[str, Any], *, config: AdmissionConfig | None = None) -> DeviceRequest:

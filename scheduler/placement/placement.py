@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lahar.scheduler.devices import requests as device_requests
 from lahar.scheduler.framework.hooks import NodeFilter, passing
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.placement.caches import derived
@@ -193,7 +194,10 @@ class Placement:
         shape = self._shape(task)
         hit = self._by_shape.get(shape) if shape is not None else None
         if hit is not None:
-            return hit[0]
+            relevant, request = hit[0]
+            if isinstance(request, device_requests.DeviceRequest):  # its vGPU requests name the pod's PodGroup
+                request = device_requests.with_group(request, task.pod)
+            return relevant, request
         got = self._relevant(task)
         if shape is not None:
             self._by_shape[shape] = (got, None)

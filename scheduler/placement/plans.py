@@ -180,12 +180,18 @@ def _frozen(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+_GROUP_NAME = "scheduling.k8s.io/group-name"
+
+
 def pod_shape(pod: Mapping[str, Any]) -> Any:
     """Everything `task_signature` and the device request (`devices.requests.parse`) read of a pod, hashable: its
     annotations and each container's kind, name and resources. Two pods of one shape get the same signature and
-    device request; None when some value is not hashable (then nothing is shared)."""
+    device request; None when some value is not hashable (then nothing is shared). The PodGroup's name is left
+    out, so the pods of many jobs share a shape: only a vGPU request reads it (`Placement.relevant`)."""
     spec = pod.get("spec") or {}
     ann = (pod.get("metadata") or {}).get("annotations") or {}
+    if _GROUP_NAME in ann:
+        ann = {k: v for k, v in ann.items() if k != _GROUP_NAME}
     try:
         parts: list[Any] = [_frozen(ann)]
         for key in ("initContainers", "containers"):

@@ -185,3 +185,16 @@ def test_preemptable_is_cumulative_per_job() -> None:
     victims = plugin.preemptable(preemptor, [snap.tasks[f"c1-r{i}"] for i in range(3)])
     # preemptor after: 1/4; victim job after losing 1, 2, 3 tasks: 2/4, 1/4, 0 → the first two qualify
     assert [v.name for v in victims] == ["r0", "r1"]
+
+
+def test_the_booked_share_is_calculate_share_bit_for_bit() -> None:
+    """drf's per-allocation share (float arithmetic over the dimensions ≥ 0.1) against `calculate_share`."""
+    import numpy as np
+
+    from lahar.scheduler.plugins import drf as drf_
+
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        total = rng.choice([0.0, 0.05, 1.0, 3.0, 1e9, 7.5], size=5) * rng.random(5)
+        allocated = rng.random(5) * rng.choice([0.0, 1.0, 1e9], size=5)
+        assert drf_._dominant_share(allocated, drf_._share_dims(total)) == drf_.calculate_share(allocated, total)

@@ -66,11 +66,13 @@ def test_strategy_few_rows_equal_the_numpy_path(request_: list[float], args: dic
     assert scoring.scores(ALLOC, USED, rows).tolist() == full[rows].tolist()
 
 
-def _session(conf: str, pods: list[Any], nodes: list[Any], **extras: Any) -> Session:
+def _session(conf: str, pods: list[Any], nodes: list[Any], *, groups: tuple[str, ...] = ("pg1",),
+             **extras: Any) -> Session:
     registry = in_tree_registry()
     c = confs.load(conf, actions=registry.action_names, plugins=registry.plugin_names)
     snap = snapshots.build(pods=[p.build() for p in pods], nodes=[n.build() for n in nodes],
-                           podgroups=[podgroup("pg1").min(1).build()], queues=[queue("c1").build()], **extras)
+                           podgroups=[podgroup(g).min(1).build() for g in groups], queues=[queue("c1").build()],
+                           **extras)
     return Session(snap, c, registry, uid="ssn-1")
 
 
@@ -140,6 +142,7 @@ SHAPES = [
     ("same-content", _pod(), True),
     ("other-name-and-uid", {**_pod(), "metadata": {**_pod()["metadata"], "name": "q", "uid": "other"}}, True),
     ("other-annotation", _pod(metadata__annotations__x="1"), False),
+    ("other-podgroup", _pod(**{"metadata__annotations__scheduling.k8s.io/group-name": "pg2"}), True),
     ("other-request", _pod(spec__containers__0__resources__requests__cpu="3"), False),
     ("int-not-string", _pod(spec__containers__0__resources__requests__cpu=2), False),
     ("float-not-int", _pod(spec__containers__0__resources__requests__cpu=2.0), False),
@@ -167,6 +170,19 @@ def test_tasks_of_one_shape_share_the_device_request_and_signature() -> None:
     assert pl.task_info(t1)[0] is True and pl.task_info(t2)[0] is True
     assert pl.signature(t1) == pl.signature(t2)
     assert len(pl._by_shape) == 1
+
+
+def test_vgpu_pods_of_two_jobs_keep_their_own_podgroup_in_the_device_request() -> None:
+    """The shape leaves the PodGroup out; a vGPU request, which records it on the card, is parsed per pod."""
+    pods = [pod(f"p{i}").req(cpu="2", memory="4Gi").group(f"pg{i}") for i in (1, 2)]
+    for p in pods:
+        p.obj["spec"]["containers"][0]["resources"]["limits"] = {"volcano.sh/vgpu-number": "1"}
+    ssn = _session(tiers_conf("allocate", ["gang"], ["predicates", "deviceshare"]), pods,
+                   [node("n1").alloc("8", "16Gi")], groups=("pg1", "pg2"))
+    pl = placement(ssn)
+    t1, t2 = sorted((t for j in ssn.jobs.values() for t in j.tasks.values()), key=lambda t: t.name)
+    groups = [pl.task_info(t)[1].volcano.group for t in (t1, t2)]
+    assert groups == ["pg1", "pg2"]
 
 
 HN = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode"}
