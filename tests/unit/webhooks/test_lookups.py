@@ -193,7 +193,8 @@ def test_informer_lookups_without_volcano_crds_then_installed():
         assert lk.queue("q1") is None and lk.queues() == [] and lk.job("a", "b") is None
         client.install()
         wait_until(lambda: lk.queue("q1") is not None)
-        assert lk.ready()
+        # the queue informer can sync before those of jobs and podgroups, each found on its own probe
+        assert lk.wait_for_sync(5), "installed CRDs must make the webhook ready"
     assert client.probes >= 3  # queues, jobs, podgroups each probed at least once
 
 
