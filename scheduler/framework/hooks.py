@@ -97,10 +97,8 @@ class NodeFilter:
     feasible: np.ndarray  # bool, shape (N,)
     reasons: np.ndarray | None = None  # object, shape (N,): reason text where infeasible, else None
     unresolvable: np.ndarray | None = None  # bool, shape (N,): failure is UNSCHEDULABLE_AND_UNRESOLVABLE
-    # True: every node passed and `feasible` is a fresh array (the session's fast path takes it as it is)
+    # True: every node passed (`feasible` may be shared and read-only, `passing`): the session skips the answer
     all_feasible: bool = False
-    # True: every node passed; `feasible` may be shared and read-only (`passing`): the session skips the answer
-    everywhere: bool = False
 
 
 _PASSING: dict[int, NodeFilter] = {}
@@ -114,7 +112,7 @@ def passing(n: int) -> NodeFilter:
         feasible.flags.writeable = False
         if len(_PASSING) > 8:
             _PASSING.clear()
-        got = _PASSING[n] = NodeFilter(feasible, everywhere=True)
+        got = _PASSING[n] = NodeFilter(feasible, all_feasible=True)
     return got
 
 

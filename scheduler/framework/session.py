@@ -391,14 +391,14 @@ class Session:
 
     def predicate(self, task: Task) -> NodeFilter:
         """AND of every plugin's vectorised predicate; a node's reason is the first plugin's that rejected it. An
-        answer that passes every node (`everywhere`, `all_feasible`) is skipped."""
+        answer that passes every node (`all_feasible`) is skipped."""
         n = len(self.arrays)
         feasible: np.ndarray | None = None
         reasons: np.ndarray | None = None
         unresolvable: np.ndarray | None = None
         for p in self._predicates:
             f = p.predicate(task, self.arrays)
-            if f.everywhere or f.all_feasible:
+            if f.all_feasible:
                 continue
             if feasible is None:
                 feasible = np.array(f.feasible, dtype=bool)

@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from lahar.scheduler.devices import inventory as inventories
+from lahar.scheduler.devices.requests import GROUP_NAME_ANNOTATION
 from lahar.scheduler.framework.snapshot import ALLOCATED, Task, TaskStatus
 from lahar.scheduler.placement.caches import DerivedCache
 from lahar.scheduler.placement.numatopology import (
@@ -180,9 +181,6 @@ def _frozen(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-_GROUP_NAME = "scheduling.k8s.io/group-name"
-
-
 def pod_shape(pod: Mapping[str, Any]) -> Any:
     """Everything `task_signature` and the device request (`devices.requests.parse`) read of a pod, hashable: its
     annotations and each container's kind, name and resources. Two pods of one shape get the same signature and
@@ -190,8 +188,8 @@ def pod_shape(pod: Mapping[str, Any]) -> Any:
     out, so the pods of many jobs share a shape: only a vGPU request reads it (`Placement.relevant`)."""
     spec = pod.get("spec") or {}
     ann = (pod.get("metadata") or {}).get("annotations") or {}
-    if _GROUP_NAME in ann:
-        ann = {k: v for k, v in ann.items() if k != _GROUP_NAME}
+    if GROUP_NAME_ANNOTATION in ann:
+        ann = {k: v for k, v in ann.items() if k != GROUP_NAME_ANNOTATION}
     try:
         parts: list[Any] = [_frozen(ann)]
         for key in ("initContainers", "containers"):

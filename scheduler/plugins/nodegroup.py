@@ -273,7 +273,7 @@ class NodeGroup:
             affinity = self.affinities.get(queue)
             reasons = np.array([admits(affinity, g, self.strict) for g in self.groups], dtype=object)
             feasible = np.array([r is None for r in reasons], dtype=bool)
-            f = self._filters[queue] = NodeFilter(feasible, reasons, ~feasible, everywhere=bool(feasible.all()))
+            f = self._filters[queue] = NodeFilter(feasible, reasons, ~feasible, all_feasible=bool(feasible.all()))
         limits = self.limits.get(queue)
         if not limits:
             return f

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import NodeFilter, passing
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task, TaskStatus
@@ -491,7 +491,7 @@ class Predicates:
         for bad, _, _ in checks:
             feasible = feasible & ~bad
         if feasible.all():
-            return NodeFilter(feasible, all_feasible=True)  # a fresh array: the session takes it without a copy
+            return passing(len(nodes))  # every node passes: the session skips the answer
         n = len(nodes)
         reasons = np.full(n, None, dtype=object)
         unresolvable = np.zeros(n, dtype=bool)

@@ -217,7 +217,7 @@ class Tdm:
             reasons = np.array([None if not z else (self._zone_errors[z] or (None if revocable else NOT_ALLOWED))
                                 for z in self.node_zones], dtype=object)
             feasible = np.array([r is None for r in reasons], dtype=bool)
-            f = self._filters[revocable] = NodeFilter(feasible, reasons, ~feasible, everywhere=bool(feasible.all()))
+            f = self._filters[revocable] = NodeFilter(feasible, reasons, ~feasible, all_feasible=bool(feasible.all()))
         return f
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:

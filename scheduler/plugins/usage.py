@@ -319,7 +319,7 @@ class Usage:
                 CPU_OVER if u.cpu > self.cpu_threshold else MEMORY_OVER if u.memory > self.memory_threshold else None)
                 for u in self.usage], dtype=object)
             feasible = np.array([r is None for r in reasons], dtype=bool)
-            self._filter = NodeFilter(feasible, reasons, ~feasible, everywhere=bool(feasible.all()))
+            self._filter = NodeFilter(feasible, reasons, ~feasible, all_feasible=bool(feasible.all()))
         return self._filter
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
