@@ -174,7 +174,11 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
-        return ("{", tuple((k, _frozen(v)) for k, v in value.items()))
+        items = tuple(value.items())
+        for _, v in items:
+            if type(v) is not str:
+                return ("{", tuple((k, _frozen(v)) for k, v in items))
+        return ("{", items)  # every value a string (annotations, a resource list): each is its own frozen form
     if isinstance(value, list | tuple):
         return ("[", tuple(_frozen(v) for v in value))
     hash(value)

@@ -105,7 +105,7 @@ class NetworkTopologyAware:
         self.sums = hypernodes.RowSums(self.tree, [], {})  # per-HyperNode sums of node-row values
         self.hn_allocatable = np.zeros((0, 0))
         self.hn_used = np.zeros((0, 0))
-        self.row_hypernodes: list[np.ndarray] = []
+        self.row_hypernodes: list[list[int]] = []  # per node row, the HyperNodes it is under
         self.row_members = np.zeros((0, 0))
         self.tier_of_row: dict[int, np.ndarray] = {}  # tier → per node row the HyperNode index of that tier (-1)
         self.leaf_of_row = np.zeros(0, dtype=np.intp)  # per node row its lowest HyperNode (-1: none)
@@ -116,6 +116,7 @@ class NetworkTopologyAware:
         self.paths = np.zeros((0, 0), dtype=np.intp)
         self.path_of_row = np.zeros(0, dtype=np.intp)
         self.tier_weight_sum = 0.0
+        self.one_path = -1  # the HyperNode index of the only path when it is one tier long (len(names): none)
         self.by_leaf: dict[str, np.ndarray] = {}  # a job's HyperNode → LCA-tier score per lowest HyperNode
         self.constraints: dict[str, hypernodes.Constraint | None] = {}
         # job uid → ((job version, session decision), its HyperNode, its task counts per HyperNode), while valid
@@ -138,7 +139,7 @@ class NetworkTopologyAware:
         self.sums = hypernodes.RowSums(tree, self.names, arrays.index)
         self.hn_allocatable = self.sums(arrays.allocatable)
         self.hn_used = self.sums(arrays.used)
-        self.row_hypernodes = [np.flatnonzero(members[:, r]) for r in range(len(arrays))]
+        self.row_hypernodes = [np.flatnonzero(members[:, r]).tolist() for r in range(len(arrays))]
         self.row_members = np.ascontiguousarray(members.T)  # node row × HyperNode, 1 where the row is under it
         self.leaf_of_row = np.array([self.pos.get(tree.leaf_of(name), -1) for name in arrays.names], dtype=np.intp)
         self.by_leaf = {}
@@ -163,6 +164,7 @@ class NetworkTopologyAware:
         else:
             self.paths = np.zeros((0, self.tier_matrix.shape[1]), dtype=np.intp)
             self.path_of_row = np.zeros(len(arrays), dtype=np.intp)
+        self.one_path = int(self.paths[0, 0]) if self.paths.shape == (1, 1) else -1
         names = ssn.resources.names
         self.weights = np.array([float(self.options.resources.get(n, -1)) for n in names])
         self.binpack_dims = {}
@@ -170,13 +172,17 @@ class NetworkTopologyAware:
 
     def on_allocate(self, task: Task) -> None:
         if task.node >= 0 and len(self.names):
-            self.hn_used[self.row_hypernodes[task.node]] += task.resreq
+            used = self.hn_used
+            for h in self.row_hypernodes[task.node]:  # a few rows: a view each is cheaper than a fancy index
+                used[h] += task.resreq
             self.placed[task.uid] = task.node
 
     def on_deallocate(self, task: Task) -> None:
         row = self.placed.pop(task.uid, task.node)
         if row >= 0 and len(self.names):
-            self.hn_used[self.row_hypernodes[row]] -= task.resreq
+            used = self.hn_used
+            for h in self.row_hypernodes[row]:
+                used[h] -= task.resreq
 
     # --- helpers ---------------------------------------------------------------------------------------------------
 
@@ -240,6 +246,13 @@ class NetworkTopologyAware:
         score = (np.where(has, final / safe, 0.0) * w).sum(axis=1) / total
         score[over] = 0.0
         return score
+
+    def _binpack_at(self, request: np.ndarray, h: int) -> float:
+        """`_binpack(request)[h]`, to the bit, without working out the other HyperNodes."""
+        got = self.binpack_dims.get(request.tobytes())
+        if got is not None and len(got[0]) <= 2 and got[6] > 0:
+            return self._binpack_one(h, got)
+        return float(self._binpack(request)[h])
 
     def _binpack_one(self, h: int, got: tuple[Any, ...]) -> float:
         """`_binpack` of one HyperNode in float arithmetic, numpy's order (a sum of at most two terms: the same
@@ -311,6 +324,8 @@ class NetworkTopologyAware:
         if job is None:
             return np.zeros(len(candidates))
         if self.constraint(job) is None:
+            if self.one_path >= 0 and self.options.normal_pod_enable and self.tier_weight_sum > 0:
+                return np.full(len(candidates), self._one_path_score(task) * MAX_NODE_SCORE * self.options.weight)
             scores = self._normal_pod(task, candidates)
         else:
             scores = self._network_pod(job, candidates)
@@ -323,11 +338,18 @@ class NetworkTopologyAware:
             return np.zeros(len(candidates))
         if not len(self.tier_weights) or self.tier_weight_sum <= 0:
             return np.zeros(len(candidates))
+        if self.one_path >= 0:
+            return np.full(len(candidates), self._one_path_score(task))
         hn_scores = np.append(self._binpack(task.resreq), 1.0)  # last: under none
         per_path = (hn_scores[self.paths] @ self.tier_weights) / self.tier_weight_sum
-        if len(per_path) == 1:
-            return np.full(len(candidates), per_path[0])  # every node under the same HyperNodes
         return per_path[self.path_of_row[candidates]]
+
+    def _one_path_score(self, task: Task) -> float:
+        """`_normal_pod`'s score, the same on every node, when every node is under one HyperNode of one tier (a
+        cluster without HyperNode objects: the cluster's top alone): worked out for that HyperNode only."""
+        h = self.one_path
+        x = 1.0 if h == len(self.names) else self._binpack_at(task.resreq, h)
+        return x * self.tier_weights.item(0) / self.tier_weight_sum
 
     def _network_pod(self, job: Job, candidates: np.ndarray) -> np.ndarray:
         """The lower the tier of the LCA of the node's HyperNode and the job's, the better (1 inside the job's own

@@ -195,3 +195,31 @@ def test_plugin_implements_its_hooks() -> None:
     for proto in (hooks.SessionOpen, hooks.EventHandler, hooks.NodeOrder, hooks.HyperNodeGradient,
                   hooks.HyperNodeOrder):
         assert isinstance(p, proto)
+
+
+@pytest.mark.parametrize(("hypernodes", "shortcut"), [
+    pytest.param([], True, id="no-hypernodes-cluster-top-alone"),
+    pytest.param([hypernode("r1", 1, *(f"n{k}" for k in range(6)))], False, id="one-rack-two-tiers-general-path")])
+@pytest.mark.parametrize("request_", [("1", "1G"), ("3", "7G"), ("250m", "100M"), ("9", "1G")])
+def test_one_path_shortcut_scores_to_the_bit_as_the_general_path(hypernodes: list[dict[str, Any]], shortcut: bool,
+                                                                 request_: tuple[str, str]) -> None:
+    # every node under the same HyperNodes: the score is worked out once for that HyperNode, not per HyperNode
+    # and path; it must equal the general path's to the bit, with the nodes partly used
+    nodes = [node(f"n{k}").alloc(str(2 + k), f"{4 + k}G", 10) for k in range(6)]
+    busy = [pod(f"b{k}", "ns1").req(f"{k}", f"{k}G").on(f"n{k}") for k in range(1, 5)]
+    registry = in_tree_registry()
+    conf = tiers_conf("allocate", [{"name": "network-topology-aware"}])
+    c = confs.load(conf, actions=registry.action_names, plugins=registry.plugin_names)
+    snap = snapshots.build(pods=_objs([pod("p1", "ns1").req(*request_).group("pg1"), *busy]), nodes=_objs(nodes),
+                           podgroups=_objs([podgroup("pg1", "ns1").queue("q1").min(1)]),
+                           queues=_objs([queue("q1")]), hypernodes=hypernodes)
+    ssn = Session(snap, c, registry, uid="s")
+    plugin = ssn.plugins["network-topology-aware"]
+    assert (plugin.one_path >= 0) is shortcut
+    task = next(t for t in ssn.snapshot.tasks.values() if t.name == "p1")
+    cands = np.arange(len(ssn.arrays))
+    fast = plugin.node_order(task, ssn.arrays, cands)
+    plugin.one_path = -1  # the general path
+    slow = plugin.node_order(task, ssn.arrays, cands)
+    assert fast.tobytes() == slow.tobytes()
+    assert len(set(fast.tolist())) == 1

@@ -15,7 +15,7 @@ from lahar.scheduler.framework import conf as confs
 from lahar.scheduler.framework import snapshot as snapshots
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.statement import Statement
-from lahar.scheduler.placement import placement
+from lahar.scheduler.placement import placement, plans
 from lahar.scheduler.placement.plans import pod_shape
 from lahar.scheduler.plugins import binpack as bp
 from lahar.scheduler.plugins import resource_strategy_fit as rsf
@@ -148,6 +148,9 @@ SHAPES = [
     ("float-not-int", _pod(spec__containers__0__resources__requests__cpu=2.0), False),
     ("other-container-name", _pod(spec__containers__0__name="d"), False),
     ("init-container", _pod(spec__initContainers=[{"name": "i", "resources": {}}]), False),
+    ("bool-not-string", _pod(spec__containers__0__resources__requests__cpu=True), False),
+    ("a-limit-as-well", _pod(spec__containers__0__resources__limits__cpu="2"), False),
+    ("nested-not-string", _pod(spec__containers__0__resources__requests={"cpu": {"n": "2"}}), False),
 ]
 
 
@@ -155,6 +158,21 @@ SHAPES = [
 def test_pod_shape_is_shared_only_by_pods_that_read_the_same(other: dict[str, Any], same: bool) -> None:
     assert (pod_shape(_pod()) == pod_shape(other)) is same
     assert (pod_shape(copy.deepcopy(other)) == pod_shape(other))
+
+
+@pytest.mark.parametrize("value", [{}, {"a": "1", "b": "2"}, {"a": "1", "b": 2}, {"a": {"b": "c"}, "d": "e"},
+                                   {"a": ["x", {"y": "z"}]}])
+def test_frozen_string_maps_take_the_short_way_to_the_same_form(value: dict[str, Any]) -> None:
+    def slow(v: Any) -> Any:  # the definition, without the short way for maps of strings
+        if isinstance(v, str):
+            return v
+        if isinstance(v, dict):
+            return ("{", tuple((k, slow(x)) for k, x in v.items()))
+        if isinstance(v, list):
+            return ("[", tuple(slow(x) for x in v))
+        return (type(v).__name__, v)
+
+    assert plans._frozen(value) == slow(value)
 
 
 def test_pod_shape_of_an_unhashable_value_is_none() -> None:
