@@ -324,8 +324,6 @@ class NetworkTopologyAware:
         if job is None:
             return np.zeros(len(candidates))
         if self.constraint(job) is None:
-            if self.one_path >= 0 and self.options.normal_pod_enable and self.tier_weight_sum > 0:
-                return np.full(len(candidates), self._one_path_score(task) * MAX_NODE_SCORE * self.options.weight)
             scores = self._normal_pod(task, candidates)
         else:
             scores = self._network_pod(job, candidates)
