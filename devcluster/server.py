@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import anyio.to_thread
 import uvicorn
 
 from lahar.certs import serving
-from lahar.devcluster import config, discovery, metricsapi, openapi, podlogs, tables
+from lahar.devcluster import config, discovery, metricsapi, openapi, podlogs, requestmetrics, tables
 from lahar.devcluster.routing import (
     _BUILTIN_GROUPS,
     _FIELD_VALIDATION,
@@ -83,6 +84,7 @@ class ApiServer:
         self._watches_lock = threading.Lock()
         self._closing = False
         self.pending_checks: set[str] = set()
+        self.requests = requestmetrics.RequestCounter()  # apiserver_request_total, served at /metrics
 
     # lifecycle ----------------------------------------------------------------------------------------------
 
@@ -108,16 +110,25 @@ class ApiServer:
         if scope["type"] != "http":
             return
         warnings: list[str] = []
+        status = [500]
+
+        async def counted(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
         try:
-            await self._dispatch(scope, receive, send, warnings)
+            await self._dispatch(scope, receive, counted, warnings)
         except _Reply as r:
-            await _respond(send, r.status, r.body, content_type=r.content_type, warnings=warnings)
+            await _respond(counted, r.status, r.body, content_type=r.content_type, warnings=warnings)
         except errors.ApiError as e:
-            await _respond(send, e.code, _dumps(e.status()), warnings=warnings)
+            await _respond(counted, e.code, _dumps(e.status()), warnings=warnings)
         except Exception as e:  # noqa: BLE001 - every failure becomes a Status body, like kube-apiserver
             log.exception("internal error serving %s %s", scope.get("method"), scope.get("path"))
             err = errors.ApiError(f"Internal error occurred: {e}")
-            await _respond(send, 500, _dumps(err.status()))
+            await _respond(counted, 500, _dumps(err.status()))
+        finally:
+            self.requests.add(status[0], _request_labels(scope))
 
     def _authorized(self, scope: Scope) -> bool:
         if self.token is None:
@@ -147,6 +158,8 @@ class ApiServer:
             # kube-apiserver's shape: one line per failing check, then the verdict, status 500
             lines = "".join(f"[-]{name} failed: reason withheld\n" for name in sorted(self.pending_checks))
             raise _Reply(500, f"{lines}readyz check failed\n".encode(), b"text/plain; charset=utf-8")
+        if head == "metrics" and len(parts) == 1:
+            raise _Reply(200, self.requests.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
         if head in ("healthz", "livez", "readyz"):
             raise _Reply(200, b"ok", b"text/plain; charset=utf-8")
         if head == "version" and len(parts) == 1:
@@ -486,6 +499,16 @@ class ApiServer:
 
 
 # --- the embedded cluster ------------------------------------------------------------------------------------
+
+def _request_labels(scope: Scope) -> tuple[str, ...]:
+    """`requestmetrics.request_labels` of an ASGI request (the query parsed only when there is one)."""
+    raw = scope.get("query_string") or b""
+    query = urllib.parse.parse_qsl(raw.decode("latin-1")) if raw else ()
+    content_type = ""
+    if scope["method"] == "PATCH":
+        content_type = next((v.decode("latin-1") for k, v in scope.get("headers") or () if k == b"content-type"), "")
+    return requestmetrics.request_labels(scope["method"], scope["path"], query, content_type=content_type)
+
 
 def _free_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -30,16 +30,17 @@ from lahar.controllers import caches, dispatch, queues, reconcilers, workqueue
 from lahar.controllers import metrics as ctrl_metrics
 from lahar.controllers.context import Context
 from lahar.controllers.workqueue import Key
-from lahar.scheduler import tasks as scheduler_tasks
 from lahar.settings import Settings
 
-__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "Runtime", "app", "beat_schedule", "broker_task_ids", "enqueue",
-           "repair_stale_marks", "runtime"]
+__all__ = ["LOCK_TIMER", "REQUEUE_TIMER", "RETRY_TIMER", "SESSION_TASK", "Runtime", "app", "beat_schedule", "broker_task_ids",
+           "enqueue",
+           "register_session_task", "repair_stale_marks", "runtime"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 RECONCILE_QUEUE, SCHEDULING_QUEUE = "reconcile", "scheduling"
+SESSION_TASK = "scheduler.session"  # defined by `scheduler.tasks.register` (register_session_task)
 # timer tokens the task shell uses (reconcilers use their own, e.g. a policy's)
 REQUEUE_TIMER, RETRY_TIMER, LOCK_TIMER = "requeue", "retry", "lock"
 
@@ -69,17 +70,25 @@ def _say_json(msg: str, f: Any = None) -> None:
 
 
 def beat_schedule(s: Settings) -> dict[str, dict[str, Any]]:
-    """Beat entries: the resync of every key, plus the scheduler's session tick.
-
-    `scheduler.tasks.register(app, settings)` defines the `scheduler.session` task (queue `scheduling`) on the app
-    handed to it and returns its beat entries (`scheduler` must not import `lahar`, so the app is passed in).
-    """
-    entries: dict[str, dict[str, Any]] = {
+    """Beat entries: the resync of every key, plus the scheduler's session tick (`scheduler.session` every
+    `schedule_period`, expiring after one period, so ticks behind a long session are dropped, not piled up)."""
+    period = float(s.schedule_period)
+    return {
         "lahar.resync": {"task": "lahar.resync", "schedule": s.resync_interval,
                          "options": {"queue": RECONCILE_QUEUE, "expires": s.resync_interval}},
+        SESSION_TASK: {"task": SESSION_TASK, "schedule": period,
+                       "options": {"queue": SCHEDULING_QUEUE, "expires": period}},
     }
-    entries.update(_scheduler_entries)
-    return entries
+
+
+def register_session_task() -> None:
+    """Define `scheduler.session` on the app, for a process that consumes queue `scheduling` (`lahar scheduler`, or
+    `lahar worker -Q ...,scheduling`). Only those import the scheduler: the reconcile workers, dispatch, beat and
+    Flower send or show the task by name, and start about a second sooner without it."""
+    from lahar.scheduler import tasks as scheduler_tasks
+
+    if SESSION_TASK not in app.tasks:
+        scheduler_tasks.register(app, settings)
 
 
 app = Celery("lahar")
@@ -112,8 +121,6 @@ app.conf.update(
     timezone="UTC",
     enable_utc=True,
 )
-
-_scheduler_entries: dict[str, dict[str, Any]] = dict(scheduler_tasks.register(app, settings) or {})
 
 app.conf.beat_schedule = beat_schedule(settings)
 

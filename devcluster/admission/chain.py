@@ -191,7 +191,13 @@ class WebhookAdmission:
 
     def _namespace_labels(self, name: str) -> Mapping[str, str]:
         ns_rt = _rt(getattr(self.store, "registry", None), "Namespace", "namespaces", group="")
-        ns = self.store.get(ns_rt, None, name)
+        peek = getattr(self.store, "peek", None)
+        if peek is not None:  # the store's own object, not a copy: labels are only read here
+            ns = peek(ns_rt, None, name)
+            if ns is None:
+                raise errors.NotFound(f'namespaces "{name}" not found')
+        else:
+            ns = self.store.get(ns_rt, None, name)
         return (ns.get("metadata") or {}).get("labels") or {}
 
     def _url(self, hook: Obj) -> str:

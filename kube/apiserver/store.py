@@ -167,6 +167,18 @@ class Store(Indexes, Watches, CustomResources, Collector, PodSubresources):
             raise not_found(rt, name)
         return self._out(rt, obj)
 
+    def peek(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        """The stored object itself, or None: a read-only view for the server's own bookkeeping (admission's
+        namespace labels), without `get`'s copy. Stored objects are replaced, never changed in place, so the view
+        stays as it was read; the caller must not change it."""
+        with self._lock:
+            return self._find(rt, namespace, name)[1]
+
+    def peek_all(self, rt: ResourceType) -> list[Obj]:
+        """Every stored object of `rt`, read-only as `peek` gives them (`lahar up`'s status counts)."""
+        with self._lock:
+            return list(self._by_type.get((rt.group, rt.plural), {}).values())
+
     def list(self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None) -> Obj:
         labels, fields = self._selectors(rt, label_selector, field_selector)

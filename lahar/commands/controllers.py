@@ -135,8 +135,11 @@ def register(app: typer.Typer) -> None:
 
         if metrics_port:
             _serve_worker_metrics(metrics_port)
+        from lahar.worker import SCHEDULING_QUEUE, register_session_task
         from lahar.worker import app as celery_app
 
+        if SCHEDULING_QUEUE in (q.strip() for q in queues.split(",")):
+            register_session_task()
         argv = [*celery_globals(), "worker", "-Q", queues, "-P", pool, "-E", "-l", level,
                 "-n", hostname or "lahar@%h", "--without-mingle"]
         if concurrency:

@@ -58,6 +58,9 @@ def register(app: typer.Typer) -> None:
             runner.stop()
             return
         from lahar.worker import app as celery_app
+        from lahar.worker import register_session_task
+
+        register_session_task()
         try:
             celery_app.worker_main([*celery_globals(), "worker", "-Q", "scheduling", "-c", "1", "-P", "solo", "-n", "scheduler@%h",
                                     "-l", level, "--without-gossip", "--without-mingle"])

@@ -191,3 +191,42 @@ def test_validate_other_operations() -> None:
 def test_owner_job() -> None:
     assert podgroups.owner_job(podgroup(owner="train")) == ("test-ns", "train")
     assert podgroups.owner_job(podgroup()) is None
+
+
+# validatepodgroup.volcano.sh's matchConditions as shipped (deploy/ and the chart), evaluated as devcluster's admission
+# chain evaluates them: the scheduler's status-only writes are not sent, a spec change is
+_STATUS = {"phase": "Running", "running": 8}
+SPEC_CHANGE_CASES = [
+    ("create", "CREATE", None, {"spec": {"minMember": 2}}, True),
+    ("status-only update", "UPDATE", {"spec": {"minMember": 2}}, {"spec": {"minMember": 2}, "status": _STATUS}, False),
+    ("label-only update", "UPDATE", {"spec": {"minMember": 2}},
+     {"metadata": {"labels": {"a": "b"}}, "spec": {"minMember": 2}}, False),
+    ("minMember changed", "UPDATE", {"spec": {"minMember": 2}}, {"spec": {"minMember": 3}}, True),
+    ("queue changed", "UPDATE", {"spec": {"queue": "a"}}, {"spec": {"queue": "b"}}, True),
+    ("spec added", "UPDATE", {}, {"spec": {"minMember": 1}}, True),
+]
+
+
+@pytest.mark.parametrize("manifest", ["deploy/webhooks/validating.yaml",
+                                      "deploy/helm/lahar/templates/webhookconfigurations.yaml"])
+@pytest.mark.parametrize(("operation", "old", "new", "sent"), [c[1:] for c in SPEC_CHANGE_CASES],
+                         ids=[c[0] for c in SPEC_CHANGE_CASES])
+def test_only_spec_changes_are_sent(manifest: str, operation: str, old: dict | None, new: dict, sent: bool) -> None:
+    from pathlib import Path
+
+    from lahar.devcluster.admission.conditions import match_conditions
+    from lahar.devcluster.admission.matching import AdmissionCall
+
+    text = (Path(__file__).resolve().parents[3] / manifest).read_text()
+    start = text.index("- name: validatepodgroup.volcano.sh")
+    block = text[start:text.index("- name: validatecronjob.volcano.sh", start)]
+    expression = " ".join(block.split("expression: >-", 1)[1].split())
+    hook = {"name": "validatepodgroup.volcano.sh", "matchConditions": [{"name": "c", "expression": expression}]}
+    base = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup"}
+
+    def obj(body: dict) -> dict:
+        return {**base, **body, "metadata": {"name": "pg", "namespace": "ns", **body.get("metadata", {})}}
+
+    call = AdmissionCall(operation=operation, group="scheduling.volcano.sh", version="v1beta1", resource="podgroups",
+                         namespace="ns", name="pg", obj=obj(new), old_obj=obj(old) if old is not None else None)
+    assert match_conditions(hook, call, {"operation": operation}) is sent
