@@ -96,10 +96,16 @@ class WatchStream:
             while not self._done:
                 self._wake.clear()
                 chunks = []
-                while (event := watch.next_event(0)) is not None:
-                    chunks.append(self._encode(event))
-                    if len(chunks) >= 500:
-                        break
+                if self.wanted is None:  # plain JSON lines: the store encodes each stored object once
+                    while (line := watch.next_line(0)) is not None:
+                        chunks.append(line)
+                        if len(chunks) >= 500:
+                            break
+                else:
+                    while (event := watch.next_event(0)) is not None:
+                        chunks.append(self._encode(event))
+                        if len(chunks) >= 500:
+                            break
                 if chunks:
                     await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
                     if len(chunks) >= 500:
