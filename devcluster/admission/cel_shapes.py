@@ -2,7 +2,7 @@
 subset into a closure, or returns None so the caller uses cel-python. Pure; used by `conditions._Cel`.
 
 The subset: `||`, `&&`, `!`, parentheses, `has(sel)`, `sel in [strings]`, `'s' in sel` (map keys), `sel == 's'`,
-`sel != 's'`, `true`, `false`, with `sel` a variable followed by `.field` or `['key']`. A closure raises `Fallback`
+`sel != 's'`, `sel == sel` and `sel != sel` (JSON values of one type throughout), `true`, `false`, with `sel` a variable followed by `.field` or `['key']`. A closure raises `Fallback`
 whenever CEL's answer is not certain without CEL (a missing key, a value that is not a string, map or bool): the
 caller then asks cel-python, so the native answer is only ever given where it is CEL's own.
 """
@@ -126,6 +126,8 @@ class _Parser:
         if self.peek("==") or self.peek("!="):
             negate = self.toks[self.i][1] == "!="
             self.i += 1
+            if self.i < len(self.toks) and self.toks[self.i][0] == "id":
+                return _same(path, self.selector(), negate)
             literal = self.string()
             return _equals(path, literal, negate)
         if self.i < len(self.toks) and self.toks[self.i] == ("id", "in"):
@@ -254,6 +256,29 @@ def _equals(path: tuple[str, ...], literal: str, negate: bool) -> Shape:
             raise Fallback("not a string")
         return (value == literal) != negate
     return run
+
+
+def _same(left: tuple[str, ...], right: tuple[str, ...], negate: bool) -> Shape:
+    def run(act: Activation) -> bool:
+        return _deep_equal(_resolve(act, left), _resolve(act, right)) != negate
+    return run
+
+
+def _deep_equal(a: Any, b: Any) -> bool:
+    """CEL's equality of two JSON values where it is certain: the same type at every level (maps by keys and
+    values, lists element-wise); a type that differs anywhere (an int against a double, a bool against a string)
+    or a value of another kind is left to CEL."""
+    if type(a) is not type(b):
+        raise Fallback("values of different types")
+    if type(a) is dict:
+        if a.keys() != b.keys():
+            return False
+        return all(_deep_equal(v, b[k]) for k, v in a.items())  # noqa: C419 - each comparison may fall back
+    if type(a) is list:
+        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) in (str, bool, int) or a is None:
+        return a == b
+    raise Fallback("not a JSON string, bool, int, map or list")
 
 
 def _in_list(path: tuple[str, ...], items: frozenset[str]) -> Shape:

@@ -127,3 +127,33 @@ def test_match_conditions_use_the_native_shape_and_fall_back(monkeypatch):
                             kind=("", "v1", "Pod"), obj={"metadata": {"name": "p"}})
     assert conditions.match_conditions({**hook, "failurePolicy": "Ignore"}, no_spec, lambda: {}) is False
     assert calls, "the missing spec went to CEL"
+
+
+SPEC_CHANGES = ("request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || "
+                "object.spec != oldObject.spec")
+PAIRS = [
+    ("same-spec", {"spec": {"minMember": 2, "queue": "q"}}, {"spec": {"queue": "q", "minMember": 2}}),
+    ("other-value", {"spec": {"minMember": 3}}, {"spec": {"minMember": 2}}),
+    ("other-keys", {"spec": {"minMember": 2, "queue": "q"}}, {"spec": {"minMember": 2}}),
+    ("nested-lists", {"spec": {"a": [{"b": "c"}, True, None]}}, {"spec": {"a": [{"b": "c"}, True, None]}}),
+    ("list-order", {"spec": {"a": ["x", "y"]}}, {"spec": {"a": ["y", "x"]}}),
+    ("int-against-double", {"spec": {"n": 1}}, {"spec": {"n": 1.0}}),
+    ("bool-against-string", {"spec": {"n": True}}, {"spec": {"n": "true"}}),
+    ("no-old-spec", {"spec": {"n": 1}}, {"metadata": {}}),
+]
+
+
+@pytest.mark.parametrize("expression", ["object.spec == oldObject.spec", "object.spec != oldObject.spec",
+                                        SPEC_CHANGES], ids=["equal", "not-equal", "spec-changes"])
+@pytest.mark.parametrize(("new", "old"), [p[1:] for p in PAIRS], ids=[p[0] for p in PAIRS])
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_native_comparison_of_two_selections_agrees_with_cel(expression, new, old, operation):
+    shape = compile_shape(expression)
+    assert shape is not None, "in the subset"
+    act = {"object": new, "oldObject": old, "request": {"operation": operation}}
+    want = _cel(expression, act)
+    try:
+        got = shape(act)
+    except Fallback:
+        return
+    assert got is want
