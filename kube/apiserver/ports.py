@@ -38,7 +38,7 @@ class AdmissionAttributes:
     namespace: str | None
     name: str
     obj: Obj | None
-    old_obj: Obj | None
+    old_obj: Obj | None  # the stored object itself (read-only): an admission plugin never changes it
     request: Request
     options: Obj | None = None
 

@@ -167,6 +167,14 @@ class Store(Indexes, Watches, CustomResources, Collector, PodSubresources):
             raise not_found(rt, name)
         return self._out(rt, obj)
 
+    def _view(self, rt: ResourceType, obj: Obj) -> Obj:
+        """The stored object as served at `rt`, read-only: the object itself when its apiVersion and kind are the
+        served ones, else a shallow relabelled copy (the old object admission reads, never changes)."""
+        if obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
+            return obj
+        return {"apiVersion": rt.api_version, "kind": rt.kind,
+                **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
+
     def peek(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
         """The stored object itself, or None: a read-only view for the server's own bookkeeping (admission's
         namespace labels), without `get`'s copy. Stored objects are replaced, never changed in place, so the view
@@ -411,7 +419,7 @@ class Store(Indexes, Watches, CustomResources, Collector, PodSubresources):
             supplied = meta_of(made).get("managedFields", ownership.ABSENT)
             new = updates.prepare_update(rt, cur, made, subresource)
             new = decoding.decode(rt, new, req, self._schema(rt))
-            old_out = self._out(rt, cur)
+            old_out = self._view(rt, cur)
             new = self._admit("UPDATE", rt, subresource, ns, name, new, old_out, req) or new
             updates.restore_system_fields(rt, cur, new, subresource)
             if rt.group == "apiextensions.k8s.io" and rt.plural == "customresourcedefinitions":
