@@ -6,6 +6,7 @@ from the registry, bodies are parsed with orjson, HTTP failures become `kube.err
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import Iterator
@@ -69,7 +70,8 @@ class RestWatch:
         self._stopped = False
         self._closed = False
         self._reading = False
-        self._buffer = b""
+        self._buffer = b""  # the last line, while its newline has not come
+        self._lines: collections.deque[bytes] = collections.deque()
         self._chunks = self._chunk_iter()
 
     def _chunk_iter(self) -> Iterator[bytes]:
@@ -87,18 +89,19 @@ class RestWatch:
         return self
 
     def _next_line(self) -> bytes | None:
+        # a chunk may carry hundreds of events: it is split once, not sliced line by line (each slice copied the
+        # rest of the buffer, quadratic in the chunk's size)
         while True:
-            idx = self._buffer.find(b"\n")
-            if idx >= 0:
-                line, self._buffer = self._buffer[:idx], self._buffer[idx + 1:]
+            while self._lines:
+                line = self._lines.popleft()
                 if line.strip():
                     return line
-                continue
             chunk = next(self._chunks, None)
             if chunk is None:
                 line, self._buffer = self._buffer, b""
                 return line if line.strip() else None
-            self._buffer += chunk
+            *complete, self._buffer = (self._buffer + chunk).split(b"\n")
+            self._lines.extend(complete)
 
     def __next__(self) -> WatchEvent:
         with self._lock:

@@ -115,7 +115,9 @@ app.conf.update(
     result_serializer="json",
     accept_content=["json"],
     result_expires=3600,
-    task_track_started=True,
+    # no STARTED state in the result backend (a Redis write per task): Flower shows a task as started from the
+    # task-started event, and nothing polls a reconcile's state
+    task_track_started=False,
     worker_send_task_events=True,
     task_send_sent_event=True,
     timezone="UTC",
