@@ -106,12 +106,10 @@ class StoreWatch:
     # reader side
     def next_event(self, timeout: float | None = None) -> WatchEvent | None:
         """The next event, or None on timeout or once stopped."""
-        with self._cond:
-            if not self._queue and not self._stopped:
-                self._cond.wait_for(lambda: self._queue or self._stopped, timeout)
-            if self._stopped or not self._queue:
-                return None
-            etype, obj = self._queue.popleft()
+        popped = self._pop(timeout)
+        if popped is None:
+            return None
+        etype, obj = popped
         if etype == BOOKMARK:
             return {"type": BOOKMARK, "object": obj}
         return {"type": etype, "object": self._store._out(self.rt, obj)}
@@ -121,13 +119,16 @@ class StoreWatch:
         timeout or once stopped: `next_event` and a JSON encoding in one step, without its copy. The line of one
         stored object is encoded once for every watcher of its type (the stored object is never changed in
         place, so it can be encoded as it is)."""
+        popped = self._pop(timeout)
+        return None if popped is None else _event_line(self.rt, *popped)
+
+    def _pop(self, timeout: float | None) -> tuple[str, Obj] | None:
         with self._cond:
             if not self._queue and not self._stopped:
                 self._cond.wait_for(lambda: self._queue or self._stopped, timeout)
             if self._stopped or not self._queue:
                 return None
-            etype, obj = self._queue.popleft()
-        return _event_line(self.rt, etype, obj)
+            return self._queue.popleft()
 
     def pending(self) -> int:
         return len(self._queue)
