@@ -157,3 +157,15 @@ def test_native_comparison_of_two_selections_agrees_with_cel(expression, new, ol
     except Fallback:
         return
     assert got is want
+
+
+def test_a_native_shape_builds_no_celpy_program_until_it_falls_back():
+    cel = conditions._Cel()
+    program, _, shape = cel._compile(SCHED)
+    assert shape is not None and program is None and cel._env is None, "celpy's parser not built for a shape"
+    assert cel.evaluate(SCHED, {"object": {"spec": {"schedulerName": "volcano"}}}) is True
+    assert cel._env is None
+    # a missing field: only CEL knows the answer (an error), so now the program is built, once
+    with pytest.raises(Exception):  # noqa: B017,PT011 — celpy's own error type
+        cel.evaluate("object.spec.schedulerName == 'volcano'", {"object": {"metadata": {}}})
+    assert cel._programs["object.spec.schedulerName == 'volcano'"][0] is not None
