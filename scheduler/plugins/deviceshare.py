@@ -28,7 +28,7 @@ from lahar.scheduler.devices import partitions as partitions_
 from lahar.scheduler.devices import rdma as rdmas
 from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
-from lahar.scheduler.framework.hooks import NodeFilter, passing
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter, passing
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.placement import DerivedCache, Placement, derived, placed_pods, placement
 from lahar.scheduler.topology import TopologyHint, hints
@@ -229,6 +229,12 @@ class DeviceShare:
         if self.placement.task_info(task)[1] is None or not self.weight:
             return np.zeros(len(candidates))
         return self.placement.device_scores(task, candidates) * self.weight
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Zero everywhere for a task without a device request."""
+        if not self.weight or (self.placement is not None and self.placement.task_info(task)[1] is None):
+            return REUSE_STATIC, None
+        return None
 
     def on_allocate(self, task: Task) -> None:
         if self.placement is not None:

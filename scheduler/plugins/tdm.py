@@ -23,7 +23,7 @@ import numpy as np
 
 from lahar.kube import durations
 from lahar.kube.models import labels as keys
-from lahar.scheduler.framework.hooks import NodeFilter, Vote
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter, Vote
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Task, TaskStatus
@@ -222,6 +222,10 @@ class Tdm:
 
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         return self._filter(task_revocable_zone(task.pod) != "")
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """The open revocable zones' scores (fixed when the session opens) or zero."""
+        return REUSE_STATIC, bool(task_revocable_zone(task.pod)) and bool(self._open_scores.any())
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         if not task_revocable_zone(task.pod):
