@@ -203,7 +203,8 @@ class Session:
         self._node_orders: list[Any] = list(self.hooked("node_order"))
         # per node-order plugin, its `node_order_reuse` (None: none); None when the session reuses no score
         reuse = [getattr(p, "node_order_reuse", None) for p in self._node_orders]
-        self._score_reuse: list[Any] | None = reuse if len(reuse) > 1 and any(reuse) else None
+        self._score_reuse: list[Any] | None = ([r if r is not None else _no_reuse for r in reuse]
+                                               if len(reuse) > 1 and any(reuse) else None)
         self._score_entries: OrderedDict[tuple[Any, ...], _Scores] = OrderedDict()
         self._job_readies: list[Any] = list(self.hooked("job_ready"))  # asked after every task allocate places
         self._allocatables: list[Any] = list(self.hooked("allocatable"))
@@ -452,7 +453,7 @@ class Session:
         say how far their scores of a task last (`NodeOrderReuse`), what they said is reused (`_reused_scores`)."""
         plugins = self._node_orders
         if self._score_reuse is not None:
-            keys = tuple(r(task) if r is not None else None for r in self._score_reuse)
+            keys = tuple([r(task) for r in self._score_reuse])
             if any(keys):
                 return self._reused_scores(task, candidates, keys)
         if len(plugins) == 1:  # the default conf: nodeorder alone; a copy, as the sum would be a fresh array
@@ -654,6 +655,10 @@ class Session:
 _CLOSE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
+def _no_reuse(task: Task) -> None:
+    return None
+
+
 def _node_order_of(plugin: Any, task: Task, arrays: NodeArrays, rows: np.ndarray) -> np.ndarray:
     return plugin.node_order(task, arrays, rows)  # type: ignore[no-any-return]
 
@@ -716,11 +721,19 @@ class _Scores:
             part = self.parts[i]
             assert part is not None
             part[rows] = plugins[i].node_order(task, arrays, rows) if every else score_rows(rows)
-        if self.head is not None:
-            head = np.zeros(len(rows), dtype=np.float64)
+        if self.head is None:
+            return
+        if len(rows) == 1:  # one placement since: the same additions on Python floats (IEEE doubles either way)
+            row = int(rows[0])
+            total = 0.0
             for i in self.head_parts:
-                head += self.parts[i][rows]  # type: ignore[index]
-            self.head[rows] = head
+                total += self.parts[i].item(row)  # type: ignore[union-attr]
+            self.head[row] = total
+            return
+        head = np.zeros(len(rows), dtype=np.float64)
+        for i in self.head_parts:
+            head += self.parts[i][rows]  # type: ignore[index]
+        self.head[rows] = head
 
 
 def _implements(plugin: Any, proto: type[Any]) -> bool:
