@@ -197,6 +197,7 @@ class Tdm:
         self._zone_errors: dict[str, str | None] = {}
         self._filters: dict[bool, NodeFilter] = {}
         self._open_scores = np.zeros(0)
+        self._job_flags: dict[str, tuple[Mapping[str, Any], bool]] = {}  # job uid → (its PodGroup, preemptable)
 
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -247,8 +248,15 @@ class Tdm:
                                        and self._zone_of(t.node_name) == ""))
 
     def job_order(self, left: Job, right: Job) -> int:
-        lp, rp = job_preemptable(left.podgroup), job_preemptable(right.podgroup)
+        lp, rp = self._preemptable(left), self._preemptable(right)
         return 0 if lp == rp else (1 if lp else -1)
+
+    def _preemptable(self, job: Job) -> bool:
+        """`job_preemptable` of the job's PodGroup, read once per PodGroup object (job order asks it per compare)."""
+        got = self._job_flags.get(job.uid)
+        if got is None or got[0] is not job.podgroup:
+            got = self._job_flags[job.uid] = (job.podgroup, job_preemptable(job.podgroup))
+        return got[1]
 
     def job_pipelined(self, job: Job) -> Vote:
         return Vote.PERMIT if job.is_pipelined() else Vote.REJECT
