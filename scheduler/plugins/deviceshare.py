@@ -155,6 +155,7 @@ class DeviceShare:
         self.weight = float(args.get("deviceshare.ScheduleWeight", 1) or 0)
         self.vgpu_enable = str(args.get("deviceshare.VGPUEnable", True)).lower() != "false"
         self._nodes: dict[int, NodeDevices | None] = {}
+        self._inventories: dict[int, inventories.NodeInventory | None] = {}
         self.placement: Placement | None = None
         self._derived = DerivedCache()  # the session owner's, from on_session_open
         self.node_names: list[str] = []
@@ -172,6 +173,7 @@ class DeviceShare:
         self._nodes: dict[int, NodeDevices | None] = {}
         self._scores: dict[str, dict[tuple[int, int], int]] = {}
         self._empty_usage: inventories.Usage | None = None
+        self._inventories: dict[int, inventories.NodeInventory | None] = {}
 
     def node(self, index: int) -> NodeDevices | None:
         """The node's inventory and usage, parsed on first use (only nodes a plan is made for)."""
@@ -204,7 +206,14 @@ class DeviceShare:
         return nd
 
     def _inventory(self, index: int) -> inventories.NodeInventory | None:
-        """The node's device inventory (parsed once per resourceVersions across sessions), None if unreadable."""
+        """The node's device inventory (parsed once per resourceVersions across sessions, once per session for an
+        object without one), None if unreadable."""
+        if index in self._inventories:
+            return self._inventories[index]
+        got = self._inventories[index] = self._read_inventory(index)
+        return got
+
+    def _read_inventory(self, index: int) -> inventories.NodeInventory | None:
         n = self._ssn.nodes[index]
         # CPUs are the numa-aware side's: the Numatopology is not parsed again here
         device = self._ssn.snapshot.extras.get("devices", {}).get(n.name)
