@@ -29,7 +29,9 @@ Writing a plugin: a class with `name = "myplugin"`, `__init__(self, arguments)`,
 `on_session_open(self, ssn)` / `on_session_close(self, ssn)`, and any hook methods named as in `hooks.HOOKS`
 (e.g. `job_order(self, left, right) -> int`, `predicate(self, task, nodes) -> NodeFilter`). Register it with
 `registry.add_plugin("myplugin", MyPlugin)` — in-tree: one line in `scheduler/registry.py`. A hook is called only
-when the tier's switch for it (e.g. `enableJobOrder`) is not false.
+when the tier's switch for it (e.g. `enableJobOrder`) is not false. A node-order plugin may say with
+`node_order_reuse(self, task)` (`hooks.NodeOrderReuse`) how long a task's scores last, so that the session keeps
+them from task to task and asks again only for the rows that changed.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ __all__ = [
     "MetricsSink",
     "NodeFilter",
     "NodeOrder",
+    "NodeOrderReuse",
     "Overused",
     "passing",
     "Plugin",
@@ -46,6 +47,9 @@ __all__ = [
     "Preemptive",
     "QueueOrder",
     "QueueReport",
+    "REUSE_ROWS",
+    "REUSE_STATIC",
+    "REUSE_UNIFORM",
     "Reclaimable",
     "SessionClose",
     "SessionOpen",
@@ -331,6 +335,28 @@ class NodeOrder(Protocol):
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray: ...
 
 
+# `NodeOrderReuse` answers: how far the session may reuse a plugin's scores of one task for another
+REUSE_ROWS = "rows"  # a node's score changes only when its row does (NodeArrays.changes)
+REUSE_STATIC = "static"  # no node's score changes for the rest of the session
+REUSE_UNIFORM = "uniform"  # the same score on every node, `node_order_uniform(task)`, asked every time
+
+
+@runtime_checkable
+class NodeOrderReuse(Protocol):
+    """Optional beside NodeOrder: `(kind, key)` when every task with the same answer gets the same score on a node,
+    whatever the other candidates, and the score changes only as `kind` says (`REUSE_ROWS`: when the node's row
+    changes; `REUSE_STATIC`: never, this session); `(REUSE_UNIFORM, None)` when this task's score is one number on
+    every node, which the plugin's `node_order_uniform(task)` gives (as `node_order` would compute each entry);
+    None when the session must ask `node_order` for this task. With it the session keeps the scores per answer
+    and recomputes only changed rows (`Session.node_scores`).
+
+    A plugin may also give, for a `REUSE_ROWS` answer, `node_order_rows(task)`: a function of row indices that
+    scores those rows as `node_order` would, for every task with the same answer this session (asked once per
+    answer; without it the session asks `node_order` with the changed rows as candidates)."""
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None: ...
+
+
 @runtime_checkable
 class BestNode(Protocol):
     """First non-None answer wins (switch `enableBestNode`)."""
@@ -380,6 +406,7 @@ HOOKS: dict[str, tuple[type[Any], str | None]] = {
     "pre_predicate": (PrePredicate, "enablePredicate"),
     "predicate": (Predicate, "enablePredicate"),
     "node_order": (NodeOrder, "enableNodeOrder"),
+    "node_order_reuse": (NodeOrderReuse, "enableNodeOrder"),
     "best_node": (BestNode, "enableBestNode"),
     "hypernode_gradient": (HyperNodeGradient, "enabledHyperNodeGradient"),
     "hypernode_order": (HyperNodeOrder, "enabledHyperNodeOrder"),

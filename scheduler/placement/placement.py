@@ -112,6 +112,7 @@ class Placement:
         # per pod shape (`plans.pod_shape`: what the device request and the signature read of a pod): the tasks of
         # a gang share one, so the device request is parsed and the signature hashed once per shape
         self._by_shape: dict[Any, tuple[tuple[bool, Any], str | None]] = {}
+        self._grouped: dict[tuple[Any, str], Any] = {}  # (pod shape, PodGroup name) → its device request
         self.class_changes: list[int] = []  # node of every class change, in order (like NodeArrays.changes)
         self._memo: tuple[Any, NodeFilter] | None = None  # the last predicate (both plugins ask it in turn)
         self._cand_memo: tuple[Any, ...] | None = None
@@ -196,7 +197,14 @@ class Placement:
         if hit is not None:
             relevant, request = hit[0]
             if isinstance(request, device_requests.DeviceRequest):  # its vGPU requests name the pod's PodGroup
-                request = device_requests.with_group(request, task.pod)
+                group = ((task.pod.get("metadata") or {}).get("annotations") or {}).get(
+                    device_requests.GROUP_NAME_ANNOTATION, "")
+                if not isinstance(group, str):
+                    return relevant, device_requests.with_group(request, task.pod)
+                grouped = self._grouped.get((shape, group))
+                if grouped is None:  # once per shape and PodGroup: the gang's tasks share it
+                    grouped = self._grouped[(shape, group)] = device_requests.with_group(request, task.pod)
+                request = grouped
             return relevant, request
         got = self._relevant(task)
         if shape is not None:

@@ -7,11 +7,13 @@ what depends on the request alone (`Prepared`) is worked out once per request an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from lahar.scheduler.framework.hooks import REUSE_ROWS, REUSE_STATIC
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
@@ -149,6 +151,18 @@ class BinPack:
         if prep is None:
             prep = self._prepared[key] = Prepared(request, self._vector, self.weights.weight)
         return prep
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """A node's score reads its allocatable and used row and the request alone."""
+        if self.weights.weight == 0:
+            return REUSE_STATIC, None
+        return None if self._cache is None else (REUSE_ROWS, task.resreq.tobytes())
+
+    def node_order_rows(self, task: Task) -> Callable[[np.ndarray], np.ndarray]:
+        assert self._cache is not None
+        nodes = self._cache.arrays
+        prep = self._prepare(task.resreq.tobytes(), task.resreq)
+        return functools.partial(prep.scores, nodes.allocatable, nodes.used)
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         """Zero everywhere when `binpack.weight` is 0 (Volcano registers no NodeOrderFn then)."""

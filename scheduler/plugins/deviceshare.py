@@ -28,7 +28,7 @@ from lahar.scheduler.devices import partitions as partitions_
 from lahar.scheduler.devices import rdma as rdmas
 from lahar.scheduler.devices import requests as requests_
 from lahar.scheduler.devices import vgpu as vgpus
-from lahar.scheduler.framework.hooks import NodeFilter, passing
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter, passing
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.placement import DerivedCache, Placement, derived, placed_pods, placement
 from lahar.scheduler.topology import TopologyHint, hints
@@ -155,6 +155,7 @@ class DeviceShare:
         self.weight = float(args.get("deviceshare.ScheduleWeight", 1) or 0)
         self.vgpu_enable = str(args.get("deviceshare.VGPUEnable", True)).lower() != "false"
         self._nodes: dict[int, NodeDevices | None] = {}
+        self._inventories: dict[int, inventories.NodeInventory | None] = {}
         self.placement: Placement | None = None
         self._derived = DerivedCache()  # the session owner's, from on_session_open
         self.node_names: list[str] = []
@@ -172,6 +173,7 @@ class DeviceShare:
         self._nodes: dict[int, NodeDevices | None] = {}
         self._scores: dict[str, dict[tuple[int, int], int]] = {}
         self._empty_usage: inventories.Usage | None = None
+        self._inventories: dict[int, inventories.NodeInventory | None] = {}
 
     def node(self, index: int) -> NodeDevices | None:
         """The node's inventory and usage, parsed on first use (only nodes a plan is made for)."""
@@ -204,7 +206,14 @@ class DeviceShare:
         return nd
 
     def _inventory(self, index: int) -> inventories.NodeInventory | None:
-        """The node's device inventory (parsed once per resourceVersions across sessions), None if unreadable."""
+        """The node's device inventory (parsed once per resourceVersions across sessions, once per session for an
+        object without one), None if unreadable."""
+        if index in self._inventories:
+            return self._inventories[index]
+        got = self._inventories[index] = self._read_inventory(index)
+        return got
+
+    def _read_inventory(self, index: int) -> inventories.NodeInventory | None:
         n = self._ssn.nodes[index]
         # CPUs are the numa-aware side's: the Numatopology is not parsed again here
         device = self._ssn.snapshot.extras.get("devices", {}).get(n.name)
@@ -229,6 +238,12 @@ class DeviceShare:
         if self.placement.task_info(task)[1] is None or not self.weight:
             return np.zeros(len(candidates))
         return self.placement.device_scores(task, candidates) * self.weight
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Zero everywhere for a task without a device request."""
+        if not self.weight or (self.placement is not None and self.placement.task_info(task)[1] is None):
+            return REUSE_STATIC, None
+        return None
 
     def on_allocate(self, task: Task) -> None:
         if self.placement is not None:

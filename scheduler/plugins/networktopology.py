@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lahar.scheduler.framework import hypernodes
+from lahar.scheduler.framework.hooks import REUSE_STATIC, REUSE_UNIFORM
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import ALLOCATED, Job, Task, TaskStatus
@@ -315,6 +316,27 @@ class NetworkTopologyAware:
             if len(top) > 1 and job.tasks:
                 scores[top] += self._task_counts(job)[idx[top]] / len(job.tasks)
         return scores * MAX_NODE_SCORE * self.options.weight
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Zero everywhere without HyperNodes, or for a task of no job of the session, or a normal pod when
+        normal-pod scoring is off; one number everywhere for a normal pod when every node is under one HyperNode
+        of one tier; else asked every time (the scores follow the job's placements and the HyperNodes' usage)."""
+        if not len(self.names):
+            return REUSE_STATIC, None
+        assert self.ssn is not None
+        job = self.ssn.jobs.get(task.job)
+        if job is None:
+            return REUSE_STATIC, None
+        if self.constraint(job) is not None:
+            return None
+        if (not self.options.normal_pod_enable or not len(self.tier_weights) or self.tier_weight_sum <= 0):
+            return REUSE_STATIC, None
+        return (REUSE_UNIFORM, None) if self.one_path >= 0 else None
+
+    def node_order_uniform(self, task: Task) -> float:
+        """`node_order`'s score on every node of a normal pod when every node is under one HyperNode of one tier:
+        the same arithmetic, on one number."""
+        return self._one_path_score(task) * MAX_NODE_SCORE * self.options.weight
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         assert self.ssn is not None

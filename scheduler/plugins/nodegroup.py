@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, ResourceIndex
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import ALLOCATED, Queue, Task
@@ -206,6 +206,7 @@ class NodeGroup:
         self._ssn: Session | None = None
         self._filters: dict[str, NodeFilter] = {}
         self._scores: dict[str, np.ndarray] = {}
+        self._scoring: dict[str, bool] = {}  # queue → its scores are not 0 everywhere
         self.limits: dict[str, Limits | None] = {}
         self.limit_errors: dict[str, str] = {}
         self.allocated: dict[tuple[str, str], np.ndarray] = {}  # (queue, group) → what its tasks hold there
@@ -216,7 +217,7 @@ class NodeGroup:
         hierarchy = any(p is self and opt.enabled("enableHierarchy") for tier in ssn.tiers for opt, p in tier)
         self.affinities = queue_affinities(ssn.queues, hierarchy)
         self.groups = [n.labels.get(NODE_GROUP_LABEL) for n in ssn.nodes]
-        self._filters, self._scores = {}, {}
+        self._filters, self._scores, self._scoring = {}, {}, {}
         self.limits, self.limit_errors, self.allocated, self._held = {}, {}, {}, {}
         for name, q in ssn.queues.items():
             try:
@@ -287,17 +288,32 @@ class NodeGroup:
         feasible = f.feasible & ~hit
         return NodeFilter(feasible, reasons, ~feasible)
 
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """The queue's scores, fixed for the session (one answer for every queue that scores 0 everywhere)."""
+        queue = self._queue(task)
+        if queue is None:
+            return REUSE_STATIC, None
+        scoring = self._scoring.get(queue)
+        if scoring is None:
+            self._queue_scores(queue)
+            scoring = self._scoring[queue]
+        return REUSE_STATIC, (queue if scoring else None)
+
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         queue = self._queue(task)
         if queue is None:
             return np.zeros(len(candidates))
+        return self._queue_scores(queue)[candidates]
+
+    def _queue_scores(self, queue: str) -> np.ndarray:
         s = self._scores.get(queue)
         if s is None:
             affinity = self.affinities.get(queue)
             s = self._scores[queue] = np.array([score(affinity, g, self.preferred_order) for g in self.groups],
                                                dtype=np.float64)
-        return s[candidates]
+            self._scoring[queue] = bool(s.any())
+        return s
 
     def on_session_close(self, ssn: Session) -> None:
         self._ssn = None
-        self._filters, self._scores, self.allocated, self._held = {}, {}, {}, {}
+        self._filters, self._scores, self._scoring, self.allocated, self._held = {}, {}, {}, {}, {}

@@ -15,12 +15,14 @@ label and taint parts are cached per pod signature; pod-dependent parts read the
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from lahar.scheduler.framework.hooks import REUSE_ROWS
 from lahar.scheduler.framework.nodes import NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
@@ -303,6 +305,48 @@ class NodeOrder:
         return out
 
     # --- the hook ----------------------------------------------------------------------------------------------
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Row by row when no part of the score is normalised over the candidates or reads other pods (untolerated
+        PreferNoSchedule taints, inter-pod affinity, topology spread): resources by the request, node affinity and
+        images by the pod's `score_key`, the taint part (a constant then) by its `static_key`."""
+        if self._cache is None:
+            return None
+        key = task.resreq.tobytes()
+        view = self.view
+        if view is None:
+            return REUSE_ROWS, key
+        prof = profile_of(task)
+        if self.taint_weight and self._taint_counts(prof) is not None:
+            return None
+        if self.pod_affinity_weight and (prof.aff_pref or prof.anti_pref or view.term_groups()):
+            return None
+        if self.spread_weight and prof.spread_soft:
+            return None
+        return REUSE_ROWS, (key, prof.score_key, prof.static_key)
+
+    def node_order_rows(self, task: Task) -> Callable[[np.ndarray], np.ndarray]:
+        """`node_order` over rows, for a task `node_order_reuse` answers for: the same parts, added in its order."""
+        assert self._cache is not None
+        nodes = self._cache.arrays
+        key = task.resreq.tobytes()
+        req = self._reqs.get(key)
+        if req is None:
+            req = self._reqs[key] = task.resreq[self._bcols]
+        if self.view is None:
+            return functools.partial(self._score, nodes, req)
+        static = self._static_scores(profile_of(task))
+        taint = MAX_NODE_SCORE * self.taint_weight if self.taint_weight else None
+
+        def score_rows(rows: np.ndarray) -> np.ndarray:
+            score = self._score(nodes, req, rows)
+            if static is not None:
+                score += static[rows]
+            if taint is not None:
+                score += taint
+            return score
+
+        return score_rows
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         if self._cache is None or self._cache.arrays is not nodes:

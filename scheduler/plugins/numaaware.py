@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter
 from lahar.scheduler.framework.snapshot import Task
 from lahar.scheduler.placement import Placement, placement
 
@@ -53,6 +53,12 @@ class NumaAware:
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         assert self.placement is not None
         return self.placement.scores(task, candidates) * self.weight
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Zero everywhere for a task that needs no planning."""
+        if self.placement is None or self.placement.task_info(task)[0]:
+            return None
+        return REUSE_STATIC, None
 
     def on_allocate(self, task: Task) -> None:
         if self.placement is not None:

@@ -14,13 +14,14 @@ memory would fall below `resourceProportion` (`<res>.cpu` cores and `<res>.memor
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from lahar.scheduler.framework.hooks import NodeFilter, passing
+from lahar.scheduler.framework.hooks import REUSE_ROWS, REUSE_STATIC, NodeFilter, passing
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task
@@ -376,17 +377,34 @@ class ResourceStrategyFit:
         feasible = np.equal(reasons, None)
         return NodeFilter(feasible, reasons, ~feasible)
 
-    def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
-        """Zero when both weights are 0 (upstream registers no NodeOrderFn then). Cached per request and pod
-        scoring annotations, recomputed only on the nodes changed since (as binpack)."""
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """A node's score reads its rows and the request and pod scoring annotations alone (`node_order`'s key)."""
         if self.strategy.weight <= 0 and (self.sra is None or self.sra.weight <= 0):
-            return np.zeros(len(candidates))
+            return REUSE_STATIC, None
+        if self._cache is None:
+            return None
+        pod = self._pod_strategy(task.pod)
+        return REUSE_ROWS, (task.resreq.tobytes(), None if pod is None else repr(pod))
+
+    def node_order_rows(self, task: Task) -> Callable[[np.ndarray], np.ndarray]:
+        assert self._cache is not None
+        _, arg = self._scoring(task)
+        return functools.partial(self._score, self._cache.arrays, arg)
+
+    def _scoring(self, task: Task) -> tuple[tuple[bytes, str | None], tuple[np.ndarray, Scoring]]:
         pod = self._pod_strategy(task.pod)
         key = (task.resreq.tobytes(), None if pod is None else repr(pod))
         scoring = self._scorings.get(key)
         if scoring is None:
             scoring = self._scorings[key] = Scoring(task.resreq, self.names, self.strategy, pod)
-        arg = (task.resreq, scoring)
+        return key, (task.resreq, scoring)
+
+    def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
+        """Zero when both weights are 0 (upstream registers no NodeOrderFn then). Cached per request and pod
+        scoring annotations, recomputed only on the nodes changed since (as binpack)."""
+        if self.strategy.weight <= 0 and (self.sra is None or self.sra.weight <= 0):
+            return np.zeros(len(candidates))
+        key, arg = self._scoring(task)
         if self._cache is None or self._cache.arrays is not nodes:
             return self._score(nodes, arg, None)[candidates]
         return self._cache.get(key, arg)[candidates]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from lahar.kube.models import labels as keys
+from lahar.scheduler.framework.hooks import REUSE_STATIC
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Task, TaskStatus
@@ -339,6 +340,10 @@ class TaskTopology:
         if lb.index == rb.index:
             return -lm.affinity_order(left, right)
         return -1 if lb.index < rb.index else 1
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Zero everywhere for a task of a job without a topology."""
+        return (REUSE_STATIC, None) if task.job not in self.managers else None
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         manager = self.managers.get(task.job)

@@ -23,7 +23,7 @@ import numpy as np
 
 from lahar.kube import durations
 from lahar.kube.models import labels as keys
-from lahar.scheduler.framework.hooks import NodeFilter, Vote
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter, Vote
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Job, Task, TaskStatus
@@ -197,6 +197,7 @@ class Tdm:
         self._zone_errors: dict[str, str | None] = {}
         self._filters: dict[bool, NodeFilter] = {}
         self._open_scores = np.zeros(0)
+        self._job_flags: dict[str, tuple[Mapping[str, Any], bool]] = {}  # job uid → (its PodGroup, preemptable)
 
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -223,6 +224,10 @@ class Tdm:
     def predicate(self, task: Task, nodes: NodeArrays) -> NodeFilter:
         return self._filter(task_revocable_zone(task.pod) != "")
 
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """The open revocable zones' scores (fixed when the session opens) or zero."""
+        return REUSE_STATIC, bool(task_revocable_zone(task.pod)) and bool(self._open_scores.any())
+
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         if not task_revocable_zone(task.pod):
             return np.zeros(len(candidates))
@@ -243,8 +248,15 @@ class Tdm:
                                        and self._zone_of(t.node_name) == ""))
 
     def job_order(self, left: Job, right: Job) -> int:
-        lp, rp = job_preemptable(left.podgroup), job_preemptable(right.podgroup)
+        lp, rp = self._preemptable(left), self._preemptable(right)
         return 0 if lp == rp else (1 if lp else -1)
+
+    def _preemptable(self, job: Job) -> bool:
+        """`job_preemptable` of the job's PodGroup, read once per PodGroup object (job order asks it per compare)."""
+        got = self._job_flags.get(job.uid)
+        if got is None or got[0] is not job.podgroup:
+            got = self._job_flags[job.uid] = (job.podgroup, job_preemptable(job.podgroup))
+        return got[1]
 
     def job_pipelined(self, job: Job) -> Vote:
         return Vote.PERMIT if job.is_pipelined() else Vote.REJECT

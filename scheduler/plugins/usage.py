@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from lahar.kube import durations, podspec, quantity
-from lahar.scheduler.framework.hooks import NodeFilter
+from lahar.scheduler.framework.hooks import REUSE_STATIC, NodeFilter
 from lahar.scheduler.framework.nodes import NodeArrays
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.snapshot import Node, Task, TaskStatus
@@ -226,6 +226,7 @@ class Usage:
         self._names: list[str] = []
         self._real = self._cap = np.zeros((0, 2))
         self._fresh = np.zeros(0, dtype=bool)
+        self._any_fresh = False
         self._filter: NodeFilter | None = None
 
     def on_session_open(self, ssn: Session) -> None:
@@ -272,6 +273,7 @@ class Usage:
         self._real = np.array([(u.cpu, u.memory) for u in self.usage], dtype=np.float64).reshape(-1, 2)
         self._cap = np.array(self.capacity, dtype=np.float64).reshape(-1, 2)
         self._fresh = np.array([fresh(u, self.now) for u in self.usage], dtype=bool)
+        self._any_fresh = bool(self._fresh.any())
         self._filter = None
         for n in ssn.nodes:
             for t in (*n.tasks.values(), *n.others):
@@ -321,6 +323,10 @@ class Usage:
             feasible = np.array([r is None for r in reasons], dtype=bool)
             self._filter = NodeFilter(feasible, reasons, ~feasible, all_feasible=bool(feasible.all()))
         return self._filter
+
+    def node_order_reuse(self, task: Task) -> tuple[str, Any] | None:
+        """Zero everywhere when no node has fresh usage (fixed when the session opens)."""
+        return None if self._any_fresh else (REUSE_STATIC, None)
 
     def node_order(self, task: Task, nodes: NodeArrays, candidates: np.ndarray) -> np.ndarray:
         """`node_score` over the candidates, numpy over the node rows; unmeasured nodes score 0 (all of them when no
