@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from lahar.scheduler.framework import hooks
+from lahar.scheduler.framework import hooks, scorereuse
 from lahar.scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.hooks import MetricsSink, NodeFilter, Status, Vote
 from lahar.scheduler.framework.nodes import EPSILON, NodeArrays, RowCache
@@ -203,9 +203,9 @@ class Session:
         self._node_orders: list[Any] = list(self.hooked("node_order"))
         # per node-order plugin, its `node_order_reuse` (None: none); None when the session reuses no score
         reuse = [getattr(p, "node_order_reuse", None) for p in self._node_orders]
-        self._score_reuse: list[Any] | None = ([r if r is not None else _no_reuse for r in reuse]
+        self._score_reuse: list[Any] | None = ([r if r is not None else scorereuse.no_reuse for r in reuse]
                                                if len(reuse) > 1 and any(reuse) else None)
-        self._score_entries: OrderedDict[tuple[Any, ...], _Scores] = OrderedDict()
+        self._score_entries: OrderedDict[tuple[Any, ...], scorereuse.Scores] = OrderedDict()
         self._job_readies: list[Any] = list(self.hooked("job_ready"))  # asked after every task allocate places
         self._allocatables: list[Any] = list(self.hooked("allocatable"))
         self._best_nodes: list[Any] = list(self.hooked("best_node"))
@@ -474,14 +474,14 @@ class Session:
         entries = self._score_entries
         entry = entries.get(keys)
         if entry is None:
-            entry = _Scores(self, task, keys)
+            entry = scorereuse.Scores(self._node_orders, arrays, task, keys)
             entries[keys] = entry
             if len(entries) > 64:
                 entries.popitem(last=False)
         else:
             entries.move_to_end(keys)
             if entry.version != version:
-                entry.refresh(self, task)
+                entry.refresh(self._node_orders, arrays, task)
         total = entry.head[candidates] if entry.head is not None else np.zeros(len(candidates), dtype=np.float64)
         for p, vec, uniform in entry.tail:
             if vec is not None:
@@ -653,87 +653,6 @@ class Session:
 
 
 _CLOSE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
-def _no_reuse(task: Task) -> None:
-    return None
-
-
-def _node_order_of(plugin: Any, task: Task, arrays: NodeArrays, rows: np.ndarray) -> np.ndarray:
-    return plugin.node_order(task, arrays, rows)  # type: ignore[no-any-return]
-
-
-class _Scores:
-    """The node-order scores kept for one tuple of reuse answers (`Session._reused_scores`): per answering plugin
-    its scores over every node; `head` the sum of the leading plugins with kept scores over every node (None when the
-    first has none); `tail` the rest in order, (plugin, its kept scores or None: ask it, whether it is asked for one
-    number), zero scores left out; `version` the NodeArrays version they are up to date with."""
-
-    __slots__ = ("head", "head_parts", "keys", "parts", "rows", "tail", "version")
-
-    def __init__(self, ssn: Session, task: Task, keys: tuple[Any, ...]) -> None:
-        arrays = ssn.arrays
-        n = len(arrays)
-        every = np.arange(n, dtype=np.int64)
-        self.keys = keys
-        self.version = len(arrays.changes)
-        plugins = ssn._node_orders
-        self.parts: list[np.ndarray | None] = [
-            np.array(p.node_order(task, arrays, every), dtype=np.float64)
-            if k is not None and k[0] != hooks.REUSE_UNIFORM else None
-            for p, k in zip(plugins, keys, strict=True)]
-        # per REUSE_ROWS plugin, (index, its scorer of rows)
-        self.rows: list[tuple[int, Callable[[np.ndarray], np.ndarray]]] = []
-        for i, (p, k) in enumerate(zip(plugins, keys, strict=True)):
-            if k is not None and k[0] == hooks.REUSE_ROWS:
-                rows_of = getattr(p, "node_order_rows", None)
-                self.rows.append((i, rows_of(task) if rows_of is not None else
-                                  functools.partial(_node_order_of, p, task, arrays)))
-        lead = 0
-        while lead < len(plugins) and self.parts[lead] is not None:
-            lead += 1
-        self.head_parts = [i for i in range(lead) if keys[i][0] == hooks.REUSE_ROWS or self.parts[i].any()]
-        self.head: np.ndarray | None = None
-        if lead:
-            self.head = np.zeros(n, dtype=np.float64)
-            for i in self.head_parts:
-                self.head += self.parts[i]
-        self.tail: list[tuple[Any, np.ndarray | None, bool]] = []
-        for i in range(lead, len(plugins)):
-            vec = self.parts[i]
-            if vec is not None and keys[i][0] == hooks.REUSE_STATIC and not vec.any():
-                continue  # zero everywhere for the rest of the session
-            self.tail.append((plugins[i], vec, keys[i] is not None and keys[i][0] == hooks.REUSE_UNIFORM))
-
-    def refresh(self, ssn: Session, task: Task) -> None:
-        """Bring the kept scores up to date: the REUSE_ROWS plugins asked for the rows changed since (every row
-        when many changed), `head` summed again on those rows."""
-        arrays = ssn.arrays
-        n = len(arrays)
-        version = len(arrays.changes)
-        every = version - self.version > n // 8 + 1
-        rows = np.arange(n, dtype=np.int64) if every else arrays.dirty_since(self.version)
-        self.version = version
-        if not len(rows):
-            return
-        plugins = ssn._node_orders
-        for i, score_rows in self.rows:
-            part = self.parts[i]
-            assert part is not None
-            part[rows] = plugins[i].node_order(task, arrays, rows) if every else score_rows(rows)
-        if self.head is None:
-            return
-        if len(rows) == 1:  # one placement since: the same additions on Python floats (IEEE doubles either way)
-            row = int(rows[0])
-            total = 0.0
-            for i in self.head_parts:
-                total += self.parts[i].item(row)  # type: ignore[union-attr]
-            self.head[row] = total
-            return
-        head = np.zeros(len(rows), dtype=np.float64)
-        for i in self.head_parts:
-            head += self.parts[i][rows]  # type: ignore[index]
-        self.head[rows] = head
 
 
 def _implements(plugin: Any, proto: type[Any]) -> bool:

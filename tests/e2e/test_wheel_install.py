@@ -28,7 +28,9 @@ from tests.support import free_port, wait_for
 REPO = Path(__file__).resolve().parents[2]
 
 # building, installing and starting take minutes on a loaded 2-core machine
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+# one worker builds the wheel once for both tests (two concurrent `pip wheel` of one checkout collide in its
+# build directories: an error at setup under load)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500), pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")
