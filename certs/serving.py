@@ -48,10 +48,12 @@ class _Deadlines:
         self._deadline: asyncio.TimerHandle | None = None
         self._seen_cycle: Any = None
         self._head_bytes = 0
+        self._phase = ""
         self._arm(self.limits.header_timeout, "headers")
 
     def _arm(self, seconds: float, phase: str) -> None:
         self._disarm()
+        self._phase = phase
         self._deadline = self.loop.call_later(seconds, self._expire, phase)
 
     def _disarm(self) -> None:
@@ -59,9 +61,14 @@ class _Deadlines:
             self._deadline.cancel()
             self._deadline = None
 
+    def _body_arriving(self) -> bool:
+        """The current request's body is still coming in -- also after the app answered without reading it (a
+        413): uvicorn then discards the rest, and those bytes are neither a new request's head nor its deadline."""
+        raise NotImplementedError
+
     def _waiting_for_headers(self) -> bool:
         cycle = self.cycle
-        return cycle is None or cycle is self._seen_cycle and cycle.response_complete
+        return cycle is None or cycle is self._seen_cycle and cycle.response_complete and not self._body_arriving()
 
     def _expire(self, phase: str) -> None:
         self._deadline = None
@@ -71,44 +78,79 @@ class _Deadlines:
         cycle = self.cycle
         if phase == "headers" and not self._waiting_for_headers():
             return  # the headers came in time
-        if phase == "body" and (cycle is None or cycle.response_started or not cycle.more_body):
-            return  # the body came in time, or the app answered without it (a 413, say)
+        if phase == "body":
+            if cycle is None or not self._body_arriving():
+                return  # the body came in time
+            if cycle.response_started:
+                if cycle.response_complete:  # answered without it (a 413), and the rest is still dribbling in
+                    transport.close()
+                return
         transport.write(_TOO_LARGE if phase == "head-size" else _TIMEOUT)
         transport.close()
 
     def data_received(self, data: bytes) -> None:
+        over = False
         if self._waiting_for_headers():
             if self._deadline is None:  # a new request on a kept-alive connection
                 self._head_bytes = 0
                 self._arm(self.limits.header_timeout, "headers")
             self._head_bytes += len(data)
-            if self._head_bytes > self.limits.max_header_bytes:
-                self._disarm()
-                self._expire("head-size")
-                return
+            over = self._head_bytes > self.limits.max_header_bytes
         super().data_received(data)  # type: ignore[misc]
         cycle = self.cycle
-        if cycle is not None and cycle is not self._seen_cycle:  # the headers just completed
-            self._seen_cycle = cycle
+        if cycle is not None and cycle is not self._seen_cycle:  # the headers just completed (the rest of this
+            self._seen_cycle = cycle                             # data, the body's start, is not head bytes)
             if cycle.more_body:
                 self._arm(self.limits.body_timeout, "body")
             else:
                 self._disarm()
-        elif cycle is not None and not cycle.more_body and not self._waiting_for_headers():
-            self._disarm()  # the body completed in time
+        elif over and self._waiting_for_headers():  # past the limit and still no complete head
+            self._disarm()
+            self._expire("head-size")
+        elif cycle is not None and self._deadline is not None and self._phase == "body" and not self._body_arriving():
+            self._disarm()  # the body completed in time (or the rest of one the app did not read)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
 
 
+class _HttpToolsBody(_Deadlines):
+    """httptools calls `on_message_complete` at the end of every request body, read or not."""
+
+    _received: Any = None
+
+    def on_message_complete(self) -> None:
+        self._received = self.cycle
+        super().on_message_complete()  # type: ignore[misc]
+
+    def _body_arriving(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and cycle.more_body and self._received is not cycle
+
+
+class _H11Body(_Deadlines):
+    """h11 keeps the peer's state: SEND_BODY until the request's end has been parsed."""
+
+    conn: Any
+
+    def _body_arriving(self) -> bool:
+        import h11
+
+        return self.cycle is not None and self.conn.their_state is h11.SEND_BODY
+
+
 def protocol(http: str = "httptools", limits: Limits = DEFAULT_LIMITS) -> type:
     """uvicorn's `http` protocol class ("httptools" or "h11") with the deadlines of `limits`."""
     if http == "h11":
         from uvicorn.protocols.http.h11_impl import H11Protocol as base
+
+        mixin: type = _H11Body
     else:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
-    return type(f"Limited{base.__name__}", (_Deadlines, base), {"limits": limits})
+
+        mixin = _HttpToolsBody
+    return type(f"Limited{base.__name__}", (mixin, base), {"limits": limits})
 
 
 def uvicorn_options(http: str = "httptools", limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:

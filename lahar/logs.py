@@ -109,6 +109,15 @@ class _LineLogger:
         return False
 
 
+def announce(line: str, logger: str = "lahar") -> None:
+    """A line for the person who started the process (where to open it, its token): on stderr as it is, or in
+    JSON mode one JSON line (logged at WARNING, so it shows at every level but ERROR)."""
+    if os.environ.get(ENV) == "json":
+        logging.getLogger(logger).warning(line)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
 def capture_stdout() -> None:
     """In JSON mode, what a long-running process prints (Celery beat's banner, a library's notice) becomes JSON
     lines too, logged as `stdout`. A command whose output is its result (`lahar job list`) never calls this."""

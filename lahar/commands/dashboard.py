@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
 
         import uvicorn
 
-        from lahar import credentials
+        from lahar import credentials, logs
         from lahar.dashboard.app import create_app
         from lahar.dashboard.live import Hub, WebhookMetrics
         from lahar.kube import kubeconfig as kc
@@ -72,10 +72,10 @@ def register(app: typer.Typer) -> None:
         scrape = WebhookMetrics(webhook_metrics, verify=str(webhook_ca) if webhook_ca else True) \
             if webhook_metrics else None
         hub = Hub(client, webhook_metrics=scrape).start()
-        typer.echo(f"dashboard: {url_of(host, bound, token)}", err=True)
-        typer.echo(f"  token: {token}" + (f"  (kept in {kept})" if kept else "  (new each start; --token-file keeps "
-                                                                            "one)"), err=True)
-        config = uvicorn.Config(create_app(hub, token=token, host=host), log_level=level.lower(),
+        logs.announce(f"dashboard: {url_of(host, bound, token)}", "lahar.dashboard")
+        logs.announce(f"  token: {token}" + (f"  (kept in {kept})" if kept else "  (new each start; --token-file "
+                                                                              "keeps one)"), "lahar.dashboard")
+        config = uvicorn.Config(create_app(hub, token=token, host=host), log_level=level.lower(), log_config=None,
                                 access_log=False, timeout_graceful_shutdown=1)
         try:
             uvicorn.Server(config).run(sockets=[sock])

@@ -353,10 +353,20 @@ def check_job_runs_on_the_simulated_nodes(c: Corpus, rel: str, name: str) -> Non
         return
     want = JOB_PHASE.get((rel, name), ("Completed", ""))[0]
     assert _phase(job) == want, f"{_phase(job)} (want {want}); {c.settle_error}\n{job.get('status')}"
-    replicas = sum(int(t.get("replicas", 1)) for t in _doc(rel, "Job", name)["spec"]["tasks"])
+    tasks = _doc(rel, "Job", name)["spec"]["tasks"]
     pods = [p for p in c.pods if p["metadata"]["namespace"] == ns
             and (p["metadata"].get("labels") or {}).get("volcano.sh/job-name") == name]
-    assert len(pods) == replicas, [p["metadata"]["name"] for p in pods]
+    # A task whose TaskCompleted ends the Job (mpi-example's master): when it completes, Volcano's killJob deletes
+    # the pods of the other tasks that have not finished yet (it keeps Succeeded and Failed ones). How many of the
+    # others have finished by then is a race, in Volcano as here; the ending task's own pods are all there.
+    ending = {t.get("name") for t in tasks if want == "Completed" and any(
+        q.get("event") == "TaskCompleted" and q.get("action") == "CompleteJob" for q in t.get("policies") or ())}
+    for t in tasks:
+        mine = [p for p in pods if (p["metadata"].get("annotations") or {}).get("volcano.sh/task-spec") == t.get("name")]
+        replicas = int(t.get("replicas", 1))
+        ok = len(mine) == replicas if not ending or t.get("name") in ending else len(mine) <= replicas
+        assert ok, (t.get("name"), replicas, [p["metadata"]["name"] for p in pods])
+    assert ending or len(pods) == sum(int(t.get("replicas", 1)) for t in tasks), [p["metadata"]["name"] for p in pods]
     node_names = {n["metadata"]["name"] for n in c.nodes}
     assert all(p["spec"].get("nodeName") in node_names for p in pods), [p["spec"].get("nodeName") for p in pods]
     phases = {p["status"].get("phase") for p in pods}

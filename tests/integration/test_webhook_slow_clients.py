@@ -103,3 +103,27 @@ def test_a_413_is_not_followed_by_a_408(server: Any) -> None:
         pass
     s.close()
     assert data.startswith(b"HTTP/1.1 4") and b"HTTP/1.1 408" not in data, data[:200]
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_the_rest_of_a_refused_body_is_not_the_next_requests_head(tmp_path: Path, http: str) -> None:
+    """A 4 MiB body refused before it was read, sent in full on a kept-alive connection: its unread rest is
+    discarded (not counted as the next request's head, which would be a 431), and the next request is answered."""
+    ca = authority.new_ca("test-ca")
+    authority.write(authority.issue(ca, common_name="webhook", hosts=["127.0.0.1"]),
+                    tmp_path / "tls.crt", tmp_path / "tls.key")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    tls = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    limits = serving.Limits(header_timeout=5.0, body_timeout=5.0, max_header_bytes=64 << 10)
+    app = create_app(lookups=StaticLookups(), config=AdmissionConfig())
+    srv = WebhookServer(app, host="127.0.0.1", port=0, certfile=tmp_path / "tls.crt", keyfile=tmp_path / "tls.key",
+                        http=http, reload_interval=None, graceful_timeout=1, limits=limits).start()
+    try:
+        with httpx.Client(base_url=f"https://127.0.0.1:{srv.port}", verify=tls, timeout=30) as client:
+            big = client.post("/jobs/validate", content=b"x" * (4 << 20),
+                              headers={"content-type": "application/json"})
+            assert big.status_code in (400, 413), big.text
+            assert "3 MiB" in big.text
+            assert client.get("/healthz").status_code == 200
+    finally:
+        srv.stop()
