@@ -97,6 +97,14 @@ class WorkloadControllers:
         self.sc_rt = _rt(c, "storage.k8s.io", "v1", "storageclasses", "StorageClass")
         self.rc_rt = _rt(c, "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
         self.rct_rt = _rt(c, "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
+        self._read_only: dict[str, bool] = {"read_only": True} if hasattr(c, "peek_all") else {}
+
+    def _all(self, rt: ResourceType) -> list[Obj]:
+        """Every object of `rt` to read: the stored objects themselves where the client serves them (devcluster's
+        own store, `peek_all`), else a list's copies. A resync and a scheduling pass read every pod: copying them
+        all every few seconds was most of an idle devcluster's CPU with thousands of pods."""
+        peek = getattr(self.client, "peek_all", None)
+        return peek(rt) if peek is not None else self.client.list(rt)["items"]
 
     # one pass ---------------------------------------------------------------------------------------------------
 
@@ -240,15 +248,16 @@ class WorkloadControllers:
             raise errors.ApiError("; ".join(failures))
 
     def schedule(self) -> int:
-        """Bind every pending default-scheduler pod that fits somewhere (oldest first); returns how many."""
-        pods = self.client.list(self.pod_rt)["items"]
+        """Bind every pending default-scheduler pod that fits somewhere (oldest first); returns how many. The pods
+        and nodes are read, never changed (a bound pod is added to `pods` as a new object)."""
+        pods = self._all(self.pod_rt)
         waiting = sorted((p for p in pods if _spec(p).get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
                           and not _spec(p).get("nodeName") and is_active(p)),
                          key=lambda p: (_meta(p).get("creationTimestamp") or "", _name(p)))
         self._unplaced = len(waiting)
         if not waiting:
             return 0
-        nodes = self.client.list(self.node_rt)["items"]
+        nodes = self._all(self.node_rt)
         bound = 0
         for pod in waiting:
             node = choose_node(pod, nodes, pods)
@@ -266,11 +275,11 @@ class WorkloadControllers:
     def keys(self) -> list[Key]:
         out: list[Key] = []
         for kind, rt in self.rts.items():
-            for obj in self.client.list(rt)["items"]:
+            for obj in self._all(rt):
                 out.append((kind, _meta(obj).get("namespace") or "", _name(obj)))
         for obj in self._claims():
             out.append(("PersistentVolumeClaim", _meta(obj).get("namespace") or "", _name(obj)))
-        for obj in self.client.list(self.pod_rt)["items"]:
+        for obj in self._all(self.pod_rt):
             if pending_templates(obj):
                 out.append(("PodClaims", _meta(obj).get("namespace") or "", _name(obj)))
         for obj in self._resource_claims():
@@ -351,8 +360,9 @@ class WorkloadControllers:
                 for obj in listing["items"]:
                     for key in self._keys_for_event(kind, obj):
                         self._enqueue(key)
+                # events are only read (`_keys_for_event`): the stored objects themselves where the client can
                 watch = self.client.watch(rt, resource_version=listing["metadata"].get("resourceVersion"),
-                                          allow_bookmarks=True)
+                                          allow_bookmarks=True, **self._read_only)
                 self._watches[kind] = watch
                 if self._stop.is_set():
                     watch.stop()

@@ -20,9 +20,10 @@ __all__ = ["MemoryClient", "MemoryWatch"]
 class MemoryWatch:
     """A `kube.client.Watch` over a `StoreWatch`: blocking iterator, `stop()`, optional overall timeout."""
 
-    def __init__(self, inner: StoreWatch, timeout_seconds: float | None = None) -> None:
+    def __init__(self, inner: StoreWatch, timeout_seconds: float | None = None, *, read_only: bool = False) -> None:
         self._inner = inner
         self._deadline = None if timeout_seconds is None else time.monotonic() + float(timeout_seconds)
+        self._next = inner.next_view if read_only else inner.next_event
 
     def __iter__(self) -> MemoryWatch:
         return self
@@ -34,14 +35,14 @@ class MemoryWatch:
             if timeout <= 0:
                 self.stop()
                 raise StopIteration
-        event = self._inner.next_event(timeout)
+        event = self._next(timeout)
         if event is None:
             self.stop()
             raise StopIteration
         return event
 
     def next_event(self, timeout: float | None = None) -> WatchEvent | None:
-        return self._inner.next_event(timeout)
+        return self._next(timeout)
 
     def bookmark(self) -> None:
         self._inner.bookmark()
@@ -90,11 +91,18 @@ class MemoryClient:
 
     def watch(self, rt: ResourceType, *, namespace: str | None = None, resource_version: str | None = None,
               label_selector: str | None = None, field_selector: str | None = None,
-              allow_bookmarks: bool = True, timeout_seconds: float | None = None) -> MemoryWatch:
+              allow_bookmarks: bool = True, timeout_seconds: float | None = None,
+              read_only: bool = False) -> MemoryWatch:
+        """`read_only`: each event's object is the stored one itself, not a copy (`StoreWatch.next_view`); for a
+        watcher in the server's own process that never changes what it reads."""
         inner = self.store.watch(rt, namespace if rt.namespaced else None, resource_version=resource_version,
                                  label_selector=label_selector, field_selector=field_selector,
                                  allow_bookmarks=allow_bookmarks)
-        return MemoryWatch(inner, timeout_seconds)
+        return MemoryWatch(inner, timeout_seconds, read_only=read_only)
+
+    def peek_all(self, rt: ResourceType) -> list[Obj]:
+        """Every stored object of `rt`, read-only (`Store.peek_all`): no copy, for callers that only read."""
+        return self.store.peek_all(rt)
 
     def create(self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
         return self.store.create(rt, self._ns(rt, namespace, obj), obj, req=self._req(dry_run))

@@ -114,6 +114,15 @@ class StoreWatch:
             return {"type": BOOKMARK, "object": obj}
         return {"type": etype, "object": self._store._out(self.rt, obj)}
 
+    def next_view(self, timeout: float | None = None) -> WatchEvent | None:
+        """`next_event` without its copy: the stored object itself, read-only (`Store.peek`), for the server's own
+        in-process watchers that only read (devcluster's workload controllers)."""
+        popped = self._pop(timeout)
+        if popped is None:
+            return None
+        etype, obj = popped
+        return {"type": etype, "object": obj if etype == BOOKMARK else self._store._view(self.rt, obj)}
+
     def next_line(self, timeout: float | None = None) -> bytes | None:
         """The next event as kube-apiserver's watch line (`{"type":...,"object":...}` and a newline), or None on
         timeout or once stopped: `next_event` and a JSON encoding in one step, without its copy. The line of one
@@ -183,6 +192,7 @@ class Watches:
     history_size: int
     _by_type: dict[tuple[str, str], dict[str, Obj]]
     _out: Callable[[ResourceType, Obj], Obj]
+    _view: Callable[[ResourceType, Obj], Obj]
     _matcher: Callable[..., Callable[[Obj], bool] | None]
     _select_keys: Callable[..., list[str]]
 

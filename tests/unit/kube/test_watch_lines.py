@@ -43,3 +43,24 @@ def test_a_line_is_shared_by_the_watchers_of_one_type() -> None:
     second = client.store.watch(pods, None, allow_bookmarks=False)
     client.create(pods, _pod("p1", {}))
     assert first.next_line(0) is second.next_line(0)
+
+
+def test_a_read_only_watch_gives_the_stored_objects_and_next_event_copies() -> None:
+    """`MemoryClient.watch(read_only=True)` (devcluster's workload controllers): the same events as a copying
+    watch, each object the stored one itself; `peek_all` lists the stored objects without a copy."""
+    client = MemoryClient()
+    pods = client.registry.get("", "v1", "pods")
+    copying = client.watch(pods, allow_bookmarks=False)
+    viewing = client.watch(pods, allow_bookmarks=False, read_only=True)
+    client.create(pods, _pod("p1", {"app": "a"}))
+    client.patch(pods, "p1", {"metadata": {"labels": {"app": "b"}}}, namespace="default")
+    client.delete(pods, "p1", namespace="default")
+    copies = [copying.next_event(0) for _ in range(3)]
+    views = [viewing.next_event(0) for _ in range(3)]
+    assert views == copies
+    assert [e["type"] for e in views] == ["ADDED", "MODIFIED", "DELETED"]
+    client.create(pods, _pod("p2", {"app": "c"}))
+    view = viewing.next_event(0)["object"]
+    stored = client.store.peek(pods, "default", "p2")
+    assert view is stored and copying.next_event(0)["object"] is not stored
+    assert client.peek_all(pods) == [stored] and client.peek_all(pods)[0] is stored
