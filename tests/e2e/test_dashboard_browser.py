@@ -111,8 +111,12 @@ def test_the_queue_tree_shows_the_demo_queues(demo: Up, driver: Any) -> None:
         lambda got: got if {"root", "default", "research", "batch"} <= set(got) else None)(
         [r.get_attribute("data-queue") for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-queue]")]))
     assert names[0] == "root"
-    research = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="research"]')
-    assert research.find_elements(By.CSS_SELECTOR, ".bar .track") and "└" in research.text
+
+    def research_row() -> bool | None:  # read in one go: a live update may swap the row between two reads
+        row = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="research"]')
+        return (bool(row.find_elements(By.CSS_SELECTOR, ".bar .track")) and "└" in row.text) or None
+
+    assert _until(driver, "the research queue's bar and tree line", research_row, 30)
 
 
 def test_a_job_that_cannot_fit_shows_its_reason(demo: Up, driver: Any, tmp_path: Path) -> None:
