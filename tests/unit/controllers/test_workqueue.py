@@ -211,3 +211,13 @@ def test_marks_read_their_age_from_the_time_to_live(wq, redis, prefix) -> None:
     marks = wq.marks([A, B])
     assert list(marks) == [A] and marks[A].task_id == "t1"
     assert 11.5 < marks[A].age < 12.5
+
+
+def test_count_many_adds_every_field_in_one_go(wq) -> None:
+    wq.count("reconciles")
+    wq.count_many({"reconciles": 1, "reconcile:Job": 1, "cache:hits": 3, "cache:misses": 0})
+    wq.count_many({"retries": 1})
+    wq.count_many({})
+    stats = wq.stats()
+    assert {k: stats.get(k) for k in ("reconciles", "reconcile:Job", "cache:hits", "retries", "cache:misses")} == {
+        "reconciles": 2, "reconcile:Job": 1, "cache:hits": 3, "retries": 1, "cache:misses": None}
