@@ -80,6 +80,12 @@ def setup(*, level: str | int | None = None, fmt: str | None = None, stream: Tex
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(check_level(level))
+    # billiard (Celery's prefork pool) logs to "multiprocessing" with propagate off and no handler of its own, so
+    # its records ("Process 'ForkPoolWorker-2' ... exited with 'signal 15'") met logging's bare last-resort handler
+    mp = logging.getLogger("multiprocessing")
+    for old in list(mp.handlers):
+        mp.removeHandler(old)
+    mp.addHandler(handler)
     os.environ[ENV] = fmt
     logging.captureWarnings(True)
     return fmt

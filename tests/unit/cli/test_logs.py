@@ -42,6 +42,23 @@ def test_json_lines_carry_level_logger_message_extra_and_traceback() -> None:
     assert os.environ[logs.ENV] == "json"  # what the processes it starts inherit
 
 
+def test_the_prefork_pools_records_are_json_lines_too() -> None:
+    """billiard logs to "multiprocessing" with propagate off and no handler: its worker-exit line came out bare,
+    the one non-JSON line of a `lahar up --log-format json` that was stopped while a pool child was exiting."""
+    mp = logging.getLogger("multiprocessing")
+    handlers, propagate = list(mp.handlers), mp.propagate
+    out = io.StringIO()
+    try:
+        logs.setup(level="info", fmt="json", stream=out)
+        mp.propagate = False  # as billiard.util.get_logger leaves it
+        mp.error("Process %r pid:%r exited with %r", "ForkPoolWorker-2", 7, "signal 15 (SIGTERM)")
+    finally:
+        mp.handlers[:] = handlers
+        mp.propagate = propagate
+    line = json.loads(out.getvalue().splitlines()[-1])
+    assert (line["level"], line["logger"]) == ("ERROR", "multiprocessing") and "ForkPoolWorker-2" in line["message"]
+
+
 def test_text_is_the_default() -> None:
     out = io.StringIO()
     assert logs.setup(stream=out) == "text"
