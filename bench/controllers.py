@@ -206,17 +206,18 @@ def main() -> int:
         want_pods = args.jobs * (args.pods // args.tasks) * args.tasks
         t_pg = t_pods = None
         deadline = time.monotonic() + args.timeout
-        progress, checked = (-1, time.monotonic()), -1.0  # (reconciles so far, when it last moved); last look
+        reconciles, moved, next_look = -1, time.monotonic(), 0.0  # the count, when it last moved, next look at it
         while time.monotonic() < deadline:
             now = time.monotonic() - t0
-            done = progress[0] if now < checked + 1 else workqueue.WorkQueue(redis).stats().get("reconciles", 0)
-            checked = now if now >= checked + 1 else checked
-            if done != progress[0]:
-                progress = (done, time.monotonic())
-            elif time.monotonic() - progress[1] > 60:  # a worker that cannot start (say, an import error) would
-                args.keep = True                     # otherwise leave this bench waiting silently until --timeout
-                raise SystemExit(f"no reconcile in 60 s ({len(pods.keys())} of {want_pods} pods exist): the "
-                                 f"workers' logs are in {workdir}")
+            if now >= next_look:  # a worker that cannot start (an import error, say) would leave the bench waiting
+                next_look = now + 1  # silently until --timeout
+                done = workqueue.WorkQueue(redis).stats().get("reconciles", 0)
+                if done != reconciles:
+                    reconciles, moved = done, time.monotonic()
+                elif time.monotonic() - moved > 60:
+                    args.keep = True
+                    raise SystemExit(f"no reconcile in 60 s ({len(pods.keys())} of {want_pods} pods exist): the "
+                                     f"workers' logs are in {workdir}")
             if t_pg is None and len(pgs.keys()) >= args.jobs:
                 t_pg = now
             if t_pods is None and len(pods.keys()) >= want_pods:
